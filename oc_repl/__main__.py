@@ -1,0 +1,3 @@
+from oc_repl.cli import main
+
+main()

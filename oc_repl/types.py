@@ -1,0 +1,125 @@
+"""The shapes that cross the three seams: client -> protocol -> sandbox.
+
+Kept thin on purpose: a protocol knows nothing about the server, a sandbox nothing about protocols,
+and the loop (agent.py) nothing about either by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+Message = dict[str, Any]  # an OpenAI chat message exactly as it goes on the wire
+
+
+@dataclass
+class Task:
+    name: str
+    instruction: str
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    source: Literal["native", "salvaged"] = "native"
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+@dataclass
+class Reply:
+    """What the client hands the protocol, whatever shape the server used."""
+
+    content: str = ""  # leading think block removed; "" when the server sent none
+    reasoning: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    malformed_calls: list[str] = field(default_factory=list)  # <tool_call> blocks whose JSON did not parse
+    finish_reason: str = ""
+    truncated: bool = False  # cut by the token cap, or call arguments that do not parse: never executed
+    usage: Usage | None = None
+    raw: dict[str, Any] = field(default_factory=dict)  # the exact response, or the accumulated stream
+    raw_content: str = ""  # content exactly as received (think block included), for history modes that keep it
+    ttft_s: float | None = None  # time to the first streamed token
+    duration_s: float = 0.0
+
+
+@dataclass
+class Asset:
+    """A piece of protocol data whose exact bytes reach the model (prompt, tool list, template)."""
+
+    name: str
+    sha256: str
+    source: str  # "built-in" | "upstream" | "user"
+    path: str = ""
+
+
+@dataclass
+class Request:
+    messages: list[Message]
+    options: dict[str, Any]  # tools, tool_choice, extra_body, stop ... merged into the chat call
+
+
+@dataclass
+class Step:
+    """The outcome of one model turn, as the protocol judged it."""
+
+    done: bool = False  # the episode ends here (the protocol's own rule)
+    final_answer: str = ""
+    parse_error: bool = False
+    fingerprint: str = ""  # actions + observations of this turn; equal fingerprints feed loop detection
+
+
+@dataclass
+class ExecResult:
+    output: bytes
+    exit_code: int | None
+    timed_out: bool = False
+    dropped: int = 0  # bytes dropped from the middle of the output at capture time
+
+
+class Process(Protocol):
+    """A process running in a sandbox, read and written without blocking."""
+
+    def write(self, data: bytes) -> None: ...
+    def read_available(self) -> bytes: ...  # everything captured since the last call (capped)
+    def alive(self) -> bool: ...
+    def wait(self, timeout: float) -> bool: ...  # True once the process has ended and its output is drained
+    def kill(self) -> None: ...
+    @property
+    def exit_code(self) -> int | None: ...
+    @property
+    def dropped(self) -> int: ...
+
+
+class Sandbox(Protocol):
+    spec: str
+    workdir: str
+
+    def exec(self, command: str, timeout: float, cwd: str | None = None) -> ExecResult: ...
+    def spawn(self, command: str, tty: bool = True, cwd: str | None = None, env: dict[str, str] | None = None) -> Process: ...
+    def write_file(self, path: str, data: bytes) -> None: ...
+    def read_file(self, path: str) -> bytes: ...
+    def put(self, src: Path, dest: str) -> None: ...
+    def close(self) -> None: ...
+
+
+Emit = Callable[[Any], None]  # receives oc_repl.events objects
+
+
+class AgentProtocol(Protocol):
+    name: str
+
+    def start(self, task: Task) -> None: ...
+    def continue_with(self, task: Task) -> None: ...  # a follow-up message in the same conversation
+    def request(self) -> Request: ...
+    def step(self, reply: Reply, sandbox: Sandbox, emit: Emit) -> Step: ...
+    def assets(self) -> list[Asset]: ...
