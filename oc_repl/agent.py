@@ -1,0 +1,113 @@
+"""The turn-capped loop. It knows the seams (client, protocol, sandbox), never a protocol or sandbox by name."""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from oc_repl import events as ev
+from oc_repl.errors import LoopDetected, OcReplError, SandboxError, ServerError, StopRun
+from oc_repl.types import AgentProtocol, Emit, Reply, Sandbox, Task
+
+
+class TurnCapReached(Exception):
+    pass
+
+
+@dataclass
+class Outcome:
+    status: str  # done | turn_cap | loop | parse_errors | server_error | sandbox_error | interrupted | error
+    final_answer: str = ""
+    turns: int = 0
+    error: OcReplError | None = None
+
+
+@dataclass
+class Agent:
+    client: Any  # oc_repl.client.ChatClient; typed loosely so importing this module stays cheap
+    protocol: AgentProtocol
+    sandbox: Sandbox
+    emit: Emit
+    max_turns: int = 12
+    loop_limit: int = 3  # identical turns in a row that count as a loop; 0 disables loop detection
+    sampling: dict[str, Any] = field(default_factory=dict)
+    _ids: itertools.count = field(default_factory=itertools.count)
+
+    def run(self, task: Task, follow_up: bool = False) -> Outcome:
+        (self.protocol.continue_with if follow_up else self.protocol.start)(task)
+        outcome = Outcome(status="error")
+        try:
+            outcome = self._loop(outcome)
+        except TurnCapReached:
+            outcome.status = "turn_cap"
+        except StopRun as exc:
+            outcome.status, outcome.error = exc.kind, exc
+        except ServerError as exc:
+            outcome.status, outcome.error = "server_error", exc
+        except SandboxError as exc:
+            outcome.status, outcome.error = "sandbox_error", exc
+        except KeyboardInterrupt:
+            outcome.status = "interrupted"
+        if outcome.error is not None:
+            self.emit(ev.Error(kind=outcome.error.kind, message=outcome.error.message, hint=outcome.error.hint))
+        return outcome
+
+    def _loop(self, outcome: Outcome) -> Outcome:
+        recent: deque[str] = deque(maxlen=max(4, self.loop_limit))
+        for turn in range(1, self.max_turns + 1):
+            outcome.turns = turn
+            self.emit(ev.TurnStarted(turn=turn, max_turns=self.max_turns))
+            reply = self._ask(turn)
+            step = self.protocol.step(reply, self.sandbox, self.emit)
+            self._turn_completed(turn, reply)
+            if step.done:
+                outcome.status, outcome.final_answer = "done", step.final_answer
+                return outcome
+            if step.fingerprint:
+                recent.append(step.fingerprint)
+                self._check_loop(list(recent))
+        raise TurnCapReached
+
+    def _ask(self, turn: int) -> Reply:
+        request = self.protocol.request()
+        options = {**self.sampling, **request.options}
+        self.emit(ev.RequestSent(turn=turn, request={"messages": request.messages, **options}))
+        text_id, think_id = f"item_{next(self._ids)}", f"item_{next(self._ids)}"
+
+        def on_delta(kind: str, text: str) -> None:
+            item_id, item_type = (think_id, "reasoning") if kind == "reasoning" else (text_id, "agent_message")
+            self.emit(ev.ItemUpdated(item_id=item_id, item_type=item_type, delta=text))
+
+        reply = self.client.complete(request.messages, options, on_delta=on_delta)
+        self.emit(ev.ResponseReceived(turn=turn, raw=reply.raw))
+        if reply.reasoning:
+            self.emit(ev.ItemCompleted(item=ev.Reasoning(id=think_id, text=reply.reasoning)))
+        if reply.content:
+            self.emit(ev.ItemCompleted(item=ev.AgentMessage(id=text_id, text=reply.content)))
+        return reply
+
+    def _turn_completed(self, turn: int, reply: Reply) -> None:
+        usage = reply.usage
+        out_tokens = usage.completion_tokens if usage else 0
+        gen_time = reply.duration_s - (reply.ttft_s or 0.0)
+        self.emit(
+            ev.TurnCompleted(
+                turn=turn,
+                usage=ev.UsageInfo(input_tokens=usage.prompt_tokens if usage else 0, output_tokens=out_tokens),
+                finish_reason=reply.finish_reason,
+                truncated=reply.truncated,
+                ttft_s=reply.ttft_s,
+                tokens_per_s=round(out_tokens / gen_time, 1) if out_tokens and gen_time > 0 else None,
+                duration_s=round(reply.duration_s, 3),
+            )
+        )
+
+    def _check_loop(self, recent: list[str]) -> None:
+        k = self.loop_limit
+        if k and len(recent) >= k and len(set(recent[-k:])) == 1:
+            raise LoopDetected(f"the same actions produced the same results {k} turns in a row")
+        if k and len(recent) >= 4 and recent[-1] == recent[-3] and recent[-2] == recent[-4] != recent[-1]:
+            raise LoopDetected("the model alternates between the same two actions (A-B-A-B)")
+

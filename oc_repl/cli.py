@@ -1,0 +1,103 @@
+"""Command line: click commands that only assemble the pieces. Heavy imports happen inside commands."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from oc_repl import __version__
+
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The options shared by `run` and the interactive shell."""
+    options: list[Decorator] = [
+        click.option("--api-base", envvar="OPENAI_BASE_URL", help="OpenAI-compatible base URL [sglang default]."),
+        click.option("--api-key", envvar="OPENAI_API_KEY", help="API key (default EMPTY); never written to files."),
+        click.option("--model", help="Model id (default: the first id the server lists)."),
+        click.option("--protocol", help="Protocol: camel-terminal-toolkit (default)."),
+        click.option(
+            "--history",
+            type=click.Choice(["training", "camel-0.2.85", "full"]),
+            help="camel history mode: what the model saw in training (default), camel<=0.2.85, or standard.",
+        ),
+        click.option("--sandbox", help="Where commands run: local:<dir> (default local:.)."),
+        click.option("--max-turns", type=int, help="Model turns per task (default 12)."),
+        click.option("--loop-limit", type=int, help="Identical turns in a row that stop the run (default 3; 0 off)."),
+        click.option(
+            "--sampling",
+            type=click.Choice(["default", "training"]),
+            help="Sampling preset: default (T 0.7, top-p 0.8, 4096 tokens) or training (T 1.0, top-p 1.0, 8192).",
+        ),
+        click.option("--temperature", type=float, help="Overrides the preset's temperature."),
+        click.option("--top-p", type=float, help="Overrides the preset's top-p."),
+        click.option("--max-tokens", type=int, help="Overrides the preset's max new tokens."),
+        click.option("--stream/--no-stream", default=None, help="Stream replies (default on)."),
+        click.option("--retries", type=int, help="Retries for server faults (default 3)."),
+        click.option("--idle-timeout", type=float, help="Seconds a stream may stall before it is retried (120)."),
+        click.option("--verify", help="Command run in the sandbox after the agent; exit 0 = success."),
+        click.option("--verify-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                     help="Script copied into the sandbox and run with bash after the agent."),
+        click.option("--verify-timeout", type=float, help="Seconds the verifier may take (600)."),
+        click.option("--transcript", type=click.Path(dir_okay=False, path_type=Path),
+                     help="JSONL transcript path (default under ~/.local/state/oc-repl/sessions/)."),
+        click.option("--yes", "-y", is_flag=True, default=None, help="Consent to run model-chosen commands on this host."),
+        click.option("--profile", help="Profile from the config file."),
+        click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
+                     help="Config file (default ~/.config/oc-repl/config.toml)."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _settings(params: dict[str, Any]) -> Any:
+    from oc_repl.config import load_file, validate
+
+    file_values = load_file(params.pop("config_file", None), params.pop("profile", None))
+    given = {k: v for k, v in params.items() if v is not None}
+    return validate({**file_values, **given})
+
+
+@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="oc-repl")
+@click.pass_context
+def main(ctx: click.Context) -> None:
+    """Drive a small terminal agent behind an OpenAI-compatible server."""
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
+
+
+@main.command()
+@run_options
+@click.option("--json", "json_output", is_flag=True, default=None, help="JSONL events on stdout instead of the answer.")
+@click.option("--task-name", help="Task name shown to the model (default: derived from the instruction).")
+@click.argument("instruction", nargs=-1, required=True)
+def run(instruction: tuple[str, ...], **params: Any) -> None:
+    """Run one task; stdout gets the final answer, the exit code the outcome."""
+    from oc_repl.errors import OcReplError
+    from oc_repl.runner import run_task
+
+    try:
+        settings = _settings(params)
+    except OcReplError as exc:
+        click.echo(f"oc-repl: {exc.message}", err=True)
+        sys.exit(exc.exit_code)
+    sys.exit(run_task(settings, " ".join(instruction)))
+
+
+@main.command()
+@click.argument("transcript", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def show(transcript: Path) -> None:
+    """Render a saved transcript."""
+    from oc_repl.render.human import HumanRenderer
+    from oc_repl.transcript import read_events
+
+    render = HumanRenderer()
+    for event in read_events(transcript):
+        render(event)

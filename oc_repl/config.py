@@ -1,0 +1,103 @@
+"""Settings: flags > environment > config file (with profiles) > defaults.
+
+click already implements that precedence (command line, then envvar, then `default_map`, then the default),
+so the config file only has to become a `default_map`; pydantic validates the merged result.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from oc_repl.errors import UsageError
+
+DEFAULT_API_BASE = "http://127.0.0.1:30000/v1"  # sglang's default port
+
+# The checkpoint was sampled with these during RL; `--sampling training` brings them back in one flag.
+SAMPLING_PRESETS: dict[str, dict[str, float | int]] = {
+    "default": {"temperature": 0.7, "top_p": 0.8, "max_tokens": 4096},
+    "training": {"temperature": 1.0, "top_p": 1.0, "max_tokens": 8192},
+}
+
+
+class RunSettings(BaseModel):
+    """Everything a run needs, validated once after click merged flags, env and file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    api_base: str = DEFAULT_API_BASE
+    api_key: str = Field(default="EMPTY", repr=False)
+    model: str | None = None
+    protocol: str = "camel-terminal-toolkit"
+    history: Literal["training", "camel-0.2.85", "full"] = "training"
+    sandbox: str = "local:."
+    max_turns: int = Field(default=12, ge=1)
+    loop_limit: int = Field(default=3, ge=0)
+    sampling: Literal["default", "training"] = "default"
+    temperature: float | None = Field(default=None, ge=0)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    stream: bool = True
+    retries: int = Field(default=3, ge=0)
+    idle_timeout: float = Field(default=120.0, gt=0)
+    verify: str | None = None
+    verify_file: Path | None = None
+    verify_timeout: float = Field(default=600.0, gt=0)
+    task_name: str | None = None
+    transcript: Path | None = None
+    json_output: bool = False
+    yes: bool = False
+
+    def sampling_options(self) -> dict[str, Any]:
+        chosen = dict(SAMPLING_PRESETS[self.sampling])
+        for key in ("temperature", "top_p", "max_tokens"):
+            if getattr(self, key) is not None:
+                chosen[key] = getattr(self, key)
+        return chosen
+
+
+FILE_KEYS = set(RunSettings.model_fields) - {"json_output", "yes", "transcript"}
+
+
+def config_path() -> Path:
+    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return base / "oc-repl" / "config.toml"
+
+
+def load_file(path: Path | None, profile: str | None) -> dict[str, Any]:
+    """Top-level keys of the file, overlaid by `[profiles.NAME]` when a profile is chosen."""
+    path = path or config_path()
+    if not path.exists():
+        if profile:
+            raise UsageError(f"profile {profile!r} asked for, but there is no config file at {path}")
+        return {}
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read config file {path}: {exc}") from exc
+    profiles = data.pop("profiles", {})
+    values = {k.replace("-", "_"): v for k, v in data.items()}
+    if profile:
+        if profile not in profiles:
+            raise UsageError(f"no profile {profile!r} in {path}; profiles there: {', '.join(profiles) or 'none'}")
+        values.update({k.replace("-", "_"): v for k, v in profiles[profile].items()})
+    unknown = set(values) - FILE_KEYS
+    if unknown:
+        raise UsageError(f"unknown keys in {path}: {', '.join(sorted(unknown))}")
+    return values
+
+
+def validate(values: dict[str, Any]) -> RunSettings:
+    try:
+        return RunSettings(**values)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise UsageError(f"invalid settings: {problems}") from exc

@@ -1,0 +1,98 @@
+"""Human renderer: progress on stderr with rich. It sees events only, like every other consumer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.text import Text
+
+from oc_repl.render.sanitize import fold, sanitize
+
+
+class HumanRenderer:
+    def __init__(self, console: Console | None = None, show_reasoning: bool = True) -> None:
+        self.console = console or Console(stderr=True, highlight=False)
+        self.show_reasoning = show_reasoning
+        self._streaming: str | None = None  # id of the item whose text is being streamed
+        self._streamed: set[str] = set()
+
+    def __call__(self, event: Any) -> None:
+        handler = getattr(self, "on_" + event.type.replace(".", "_"), None)
+        if event.type != "item.updated":
+            self._end_stream()
+        if handler:
+            handler(event)
+
+    def _end_stream(self) -> None:
+        if self._streaming is not None:
+            self.console.print()
+            self._streaming = None
+
+    def on_thread_started(self, e: Any) -> None:
+        self.console.print(Text(f"oc-repl · {e.model} · {e.protocol} · {e.sandbox}", style="bold"))
+
+    def on_turn_started(self, e: Any) -> None:
+        self.console.rule(Text(f"turn {e.turn}/{e.max_turns}", style="dim"), style="dim")
+
+    def on_item_updated(self, e: Any) -> None:
+        if e.item_type == "reasoning" and not self.show_reasoning:
+            return
+        if self._streaming != e.item_id:
+            self._end_stream()
+            self._streaming = e.item_id
+        self._streamed.add(e.item_id)
+        style = "dim italic" if e.item_type == "reasoning" else ""
+        self.console.print(Text(sanitize(e.delta), style=style), end="", soft_wrap=True)
+
+    def on_item_started(self, e: Any) -> None:
+        item = e.item
+        if item.type == "command_execution":
+            self.console.print(Text(f"▶ {item.tool}  ", style="cyan") + Text(sanitize(item.command), style="bold"))
+
+    def on_item_completed(self, e: Any) -> None:
+        item = e.item
+        if item.id in self._streamed:
+            return
+        if item.type == "agent_message":
+            self.console.print(Text(sanitize(item.text)))
+        elif item.type == "reasoning" and self.show_reasoning:
+            self.console.print(Text(sanitize(item.text), style="dim italic"))
+        elif item.type == "command_execution":
+            style = {"completed": "green", "timed_out": "yellow", "declined": "yellow"}.get(item.status, "red")
+            body = Text(fold(sanitize(item.aggregated_output)) or "(no output)", style="default")
+            title = Text(f"{item.tool}: {sanitize(item.command)[:100]}")
+            self.console.print(Panel(body, title=title, title_align="left", border_style=style, expand=False))
+        elif item.type == "file_change":
+            self.console.print(Text(f"✎ {item.kind} {sanitize(item.path)}", style="magenta"))
+        elif item.type == "parse_error":
+            self.console.print(Text(f"⚠ parse error: {sanitize(item.message)}", style="yellow"))
+
+    def on_turn_completed(self, e: Any) -> None:
+        parts = [f"{e.usage.input_tokens} in / {e.usage.output_tokens} out"]
+        if e.ttft_s is not None:
+            parts.append(f"ttft {e.ttft_s:.2f}s")
+        if e.tokens_per_s:
+            parts.append(f"{e.tokens_per_s:.0f} tok/s")
+        if e.truncated:
+            parts.append(f"truncated ({e.finish_reason})")
+        self.console.print(Text(" · ".join(parts), style="dim"))
+
+    def on_verify_completed(self, e: Any) -> None:
+        counts = f" {e.tests_passed}/{e.tests_total} tests" if e.tests_total is not None else ""
+        verdict = Text(" PASS " if e.passed else " FAIL ", style="bold white on green" if e.passed else "bold white on red")
+        self.console.print(verdict + Text(f" {sanitize(e.command)}{counts} (exit {e.exit_code})"))
+        if not e.passed and e.output_tail:
+            self.console.print(Text(fold(sanitize(e.output_tail), 0, 15), style="dim"))
+
+    def on_thread_completed(self, e: Any) -> None:
+        style = "green" if e.exit_code == 0 else "red"
+        calls = f" · tool calls {e.tool_calls_native} native / {e.tool_calls_salvaged} salvaged"
+        self.console.print(Text(f"■ {e.status} · exit {e.exit_code} · {e.turns} turns{calls}", style=style))
+
+    def on_error(self, e: Any) -> None:
+        label = "retrying" if e.retrying else "error"
+        self.console.print(Text(f"{label}: {sanitize(e.message)}", style="yellow" if e.retrying else "bold red"))
+        if e.hint:
+            self.console.print(Text(sanitize(e.hint), style="dim"))

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakeserver import FakeServer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def serve() -> Iterator:
+    """Start scripted loopback servers; all are stopped at the end of the test."""
+    started: list[FakeServer] = []
+
+    def start(script: dict, requests_log: Path | None = None) -> FakeServer:
+        server = FakeServer(script, requests_log=requests_log).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "OC_REPL_"))}
+    env.update(XDG_STATE_HOME=str(tmp_path / "state"), XDG_CONFIG_HOME=str(tmp_path / "config"), NO_COLOR="1")
+    return env
+
+
+def run_cli(args: list[str], tmp_path: Path, timeout: float = 60, **kw) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "oc_repl", *args], capture_output=True, text=True, timeout=timeout,
+        env=kw.pop("env", None) or cli_env(tmp_path), stdin=subprocess.DEVNULL, cwd=kw.pop("cwd", tmp_path), **kw,
+    )
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
