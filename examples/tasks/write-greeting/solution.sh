@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "Hello from oc-repl" > /app/greeting.txt
