@@ -1,0 +1,394 @@
+"""Pure functions over chat wire data: history clean-up, stream accumulation, think routing, salvage.
+
+Nothing here touches the network or imports the SDK, so every rule about server shapes
+(reference/wire-formats.md) can be exercised directly and cheaply.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+from oc_repl.types import Reply, ToolCall, Usage
+
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
+_CALL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
+
+Delta = Callable[[str, str], None]
+
+
+def new_call_id() -> str:
+    return "call_" + secrets.token_hex(12)
+
+
+# --- history ---------------------------------------------------------------------------------------
+
+
+def _history_arguments(arguments: Any) -> str:
+    """Arguments as a JSON object string; anything that is not one becomes "{}".
+
+    Servers parse history arguments before templating (sglang answers 500 on invalid JSON) and the
+    Qwen3 template renders an object, so a cut or garbled string cannot go back verbatim. A string
+    that already holds an object is kept byte for byte.
+    """
+    if isinstance(arguments, str) and _is_json_object(arguments):
+        return arguments
+    parsed = parse_arguments(arguments)
+    return json.dumps(parsed if parsed is not None else {}, ensure_ascii=False)
+
+
+def normalise_history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copies only the assistant messages that need fixing; the caller's list is never mutated."""
+    out = messages
+    for i, msg in enumerate(messages):
+        if msg.get("role") != "assistant":
+            continue
+        fixed = msg
+        if msg.get("content") is None:  # llama-cpp-python rejects null content next to tool calls
+            fixed = {**msg, "content": ""}
+        calls = msg.get("tool_calls")
+        if calls:
+            new_calls = []
+            for call in calls:
+                fn = call.get("function") or {}
+                args = fn.get("arguments")
+                text = _history_arguments(args)
+                new_calls.append(call if text is args else {**call, "function": {**fn, "arguments": text}})
+            if any(a is not b for a, b in zip(new_calls, calls, strict=True)):
+                fixed = {**fixed, "tool_calls": new_calls}
+        if fixed is not msg:
+            if out is messages:
+                out = list(messages)
+            out[i] = fixed
+    return out
+
+
+def _is_json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
+# --- arguments and salvage ---------------------------------------------------------------------------
+
+
+def parse_arguments(value: Any) -> dict[str, Any] | None:
+    """A JSON object from a dict or a (possibly double-encoded) JSON string; None if it is not one."""
+    for _ in range(3):
+        if isinstance(value, dict):
+            return value
+        if not isinstance(value, str):
+            return None
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, dict) else None
+
+
+def _call_from_json(text: str) -> ToolCall | None:
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"]:
+        return None
+    raw_args = obj["arguments"] if "arguments" in obj else obj.get("parameters", {})
+    args = {} if raw_args is None else parse_arguments(raw_args)
+    if args is None:
+        return None
+    return ToolCall(id=new_call_id(), name=obj["name"], arguments=args, source="salvaged")
+
+
+def salvage_calls(text: str) -> tuple[list[ToolCall], list[str], str]:
+    """Calls written as <tool_call> markup: (calls, malformed block texts, text with the markup removed).
+
+    Malformed blocks leave the text too: they are reported separately, and showing them as prose
+    would only repeat them.
+    """
+    if CALL_OPEN not in text:
+        return [], [], text
+    calls: list[ToolCall] = []
+    bad: list[str] = []
+    kept: list[str] = []
+    pos = 0
+    for m in _CALL_BLOCK.finditer(text):
+        kept.append(text[pos : m.start()])
+        pos = m.end()
+        call = _call_from_json(m.group(1).strip())
+        if call is None:
+            bad.append(m.group(0))
+        else:
+            calls.append(call)
+    rest = text[pos:]
+    cut = rest.find(CALL_OPEN)
+    if cut >= 0:  # an unterminated trailing block: the model was cut or lost its way
+        bad.append(rest[cut:])
+        rest = rest[:cut]
+    kept.append(rest)
+    return calls, bad, "".join(kept).strip()
+
+
+def render_call(name: str, arguments: Any) -> str:
+    """A call that cannot run, written back as markup so it can be shown and quoted."""
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    return f'{CALL_OPEN}\n{{"name": {json.dumps(name)}, "arguments": {args or "null"}}}\n{CALL_CLOSE}'
+
+
+# --- think blocks ------------------------------------------------------------------------------------
+
+
+def split_think(text: str) -> tuple[str | None, str]:
+    """(inner text of a leading think block or None, the rest with its leading whitespace removed).
+
+    An unterminated leading block is all reasoning: the model was cut while thinking.
+    """
+    s = text.lstrip()
+    if s.startswith(THINK_OPEN):
+        end = s.find(THINK_CLOSE)
+        if end < 0:
+            return s[len(THINK_OPEN) :], ""
+        return s[len(THINK_OPEN) : end], s[end + len(THINK_CLOSE) :].lstrip()
+    if s.startswith(THINK_CLOSE):  # the template prefilled the opening tag
+        return "", s[len(THINK_CLOSE) :].lstrip()
+    return None, s
+
+
+def _held_suffix(text: str, tag: str) -> int:
+    """Length of the longest suffix of text that could still grow into tag."""
+    for n in range(min(len(tag) - 1, len(text)), 0, -1):
+        if text.endswith(tag[:n]):
+            return n
+    return 0
+
+
+class _Trimmed:
+    """Emits a channel with leading and trailing whitespace dropped, whatever the chunking."""
+
+    def __init__(self, emit: Delta, kind: str) -> None:
+        self._emit, self._kind = emit, kind
+        self._started = False
+        self._pending = ""
+
+    def add(self, text: str) -> None:
+        if not self._started:
+            text = text.lstrip()
+            if not text:
+                return
+            self._started = True
+        body = text.rstrip()
+        if body:
+            self._emit(self._kind, self._pending + body)
+            self._pending = text[len(body) :]
+        else:
+            self._pending += text
+
+
+class ThinkRouter:
+    """Routes streamed text so a leading think block reaches the reasoning channel, never the content.
+
+    Streamed deltas concatenate to what build_reply returns when no markup is salvaged.
+    """
+
+    def __init__(self, emit: Delta) -> None:
+        self._emit = emit
+        self._reasoning = _Trimmed(emit, "reasoning")
+        self._state = "start"  # start -> (think ->) after -> content
+        self._buf = ""
+
+    def reasoning(self, text: str) -> None:
+        self._reasoning.add(text)
+
+    def content(self, text: str) -> None:
+        if self._state == "content":
+            self._emit("content", text)
+            return
+        self._buf += text
+        while True:
+            if self._state == "start":
+                s = self._buf = self._buf.lstrip()
+                if s.startswith(THINK_OPEN):
+                    self._state, self._buf = "think", s[len(THINK_OPEN) :]
+                elif s.startswith(THINK_CLOSE):
+                    self._state, self._buf = "after", s[len(THINK_CLOSE) :]
+                elif not s or THINK_OPEN.startswith(s) or THINK_CLOSE.startswith(s):
+                    return  # too short to tell yet
+                else:
+                    self._state = "after"
+            elif self._state == "think":
+                end = self._buf.find(THINK_CLOSE)
+                if end >= 0:
+                    self._reasoning.add(self._buf[:end])
+                    self._state, self._buf = "after", self._buf[end + len(THINK_CLOSE) :]
+                    continue
+                keep = _held_suffix(self._buf, THINK_CLOSE)
+                self._reasoning.add(self._buf[: len(self._buf) - keep])
+                self._buf = self._buf[len(self._buf) - keep :]
+                return
+            else:  # after
+                s = self._buf.lstrip()
+                self._buf = ""
+                if s:
+                    self._state = "content"
+                    self._emit("content", s)
+                return
+
+    def flush(self) -> None:
+        if self._state == "think":
+            self._reasoning.add(self._buf)
+        elif self._buf.strip():
+            self._emit("content", self._buf.lstrip())
+        self._buf = ""
+
+
+# --- stream accumulation -------------------------------------------------------------------------------
+
+
+class StreamAccumulator:
+    """Builds one assistant message from chunk dicts, whatever each server repeats or omits."""
+
+    def __init__(self) -> None:
+        self.content: list[str] = []
+        self.saw_content = False
+        self.reasoning: list[str] = []
+        self.reasoning_key = ""
+        self.calls: list[dict[str, Any]] = []
+        self._by_index: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+
+    def add(self, chunk: dict[str, Any]) -> tuple[str, str, bool]:
+        """Folds one chunk in; returns (content delta, reasoning delta, whether a call moved)."""
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        choices = chunk.get("choices") or []
+        if not choices:
+            return "", "", False
+        choice = choices[0]
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+        delta = choice.get("delta") or {}
+        text = delta.get("content")
+        if isinstance(text, str):
+            self.saw_content = True
+            self.content.append(text)
+        else:
+            text = ""
+        thought = ""
+        for key in ("reasoning_content", "reasoning"):
+            value = delta.get(key)
+            if isinstance(value, str) and value:
+                self.reasoning_key = self.reasoning_key or key
+                self.reasoning.append(value)
+                thought = value
+                break
+        moved = False
+        for part in delta.get("tool_calls") or []:
+            self._add_call(part)
+            moved = True
+        return text, thought, moved
+
+    def _add_call(self, part: dict[str, Any]) -> None:
+        index = part.get("index")
+        call_id = part.get("id") or ""
+        fn = part.get("function") or {}
+        name = fn.get("name") or ""
+        slot = None
+        if isinstance(index, int):
+            slot = self._by_index.get(index)
+            if slot is not None and call_id and slot["id"] and call_id != slot["id"]:
+                slot = None  # a new call reusing the index (some servers number every call 0)
+        elif call_id:
+            slot = next((c for c in self.calls if c["id"] == call_id), None)
+        elif self.calls and not (name and self.calls[-1]["function"]["name"]):
+            slot = self.calls[-1]  # no index, no id: a fragment of the call in progress
+        if slot is None:
+            slot = {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+            self.calls.append(slot)
+            if isinstance(index, int):
+                self._by_index[index] = slot
+        if call_id and not slot["id"]:
+            slot["id"] = call_id
+        if name and not slot["function"]["name"]:
+            slot["function"]["name"] = name
+        args = fn.get("arguments")
+        if isinstance(args, dict):
+            args = json.dumps(args, ensure_ascii=False)
+        if isinstance(args, str):
+            slot["function"]["arguments"] += args
+
+    def message(self) -> dict[str, Any]:
+        msg: dict[str, Any] = {"role": "assistant", "content": "".join(self.content) if self.saw_content else None}
+        if self.reasoning:
+            msg[self.reasoning_key] = "".join(self.reasoning)
+        if self.calls:
+            msg["tool_calls"] = self.calls
+        return msg
+
+
+# --- the reply ---------------------------------------------------------------------------------------
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):  # content parts
+        return "".join(p.get("text") or "" for p in value if isinstance(p, dict))
+    return ""
+
+
+def to_usage(raw: Any) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    return Usage(
+        prompt_tokens=int(raw.get("prompt_tokens") or 0),
+        completion_tokens=int(raw.get("completion_tokens") or 0),
+        total_tokens=int(raw.get("total_tokens") or 0),
+    )
+
+
+def build_reply(message: dict[str, Any], finish_reason: str | None, usage: Any, max_tokens: int | None) -> Reply:
+    """Normalises one assistant message, per "Normalisation the client owes" in wire-formats.md.
+
+    A truncated reply carries no executable calls: whatever calls it held move to malformed_calls.
+    """
+    raw_content = _text(message.get("content"))
+    field = _text(message.get("reasoning_content")) or _text(message.get("reasoning"))
+    inner, content = split_think(raw_content)
+    reply = Reply(
+        content=content,
+        reasoning=(field or inner or "").strip(),
+        finish_reason=finish_reason or "",
+        usage=to_usage(usage),
+        raw_content=raw_content,
+    )
+    broken_native = False
+    for call in message.get("tool_calls") or []:
+        fn = call.get("function") or {}
+        name, raw_args = fn.get("name") or "", fn.get("arguments")
+        args = parse_arguments(raw_args)
+        if args is None or not name:
+            broken_native = True
+            reply.malformed_calls.append(render_call(name, raw_args))
+        else:
+            reply.tool_calls.append(ToolCall(id=call.get("id") or new_call_id(), name=name, arguments=args))
+    if not reply.tool_calls and not broken_native:
+        calls, bad, rest = salvage_calls(content)
+        if calls or bad:
+            reply.content = rest
+        elif not content.strip() and reply.reasoning:
+            calls, bad, rest = salvage_calls(reply.reasoning)
+            if calls or bad:
+                reply.reasoning = rest
+        reply.tool_calls, reply.malformed_calls = calls, bad
+    spent = reply.usage.completion_tokens if reply.usage else 0
+    reply.truncated = finish_reason == "length" or bool(max_tokens and spent >= max_tokens) or broken_native
+    if reply.truncated and reply.tool_calls:
+        reply.malformed_calls = [render_call(c.name, c.arguments) for c in reply.tool_calls] + reply.malformed_calls
+        reply.tool_calls = []
+    return reply

@@ -1,0 +1,445 @@
+"""A loopback OpenAI-compatible chat server that answers like sglang, vLLM, llama-cpp-python or ollama.
+
+A script lists what the model generates; the server applies its flavour's parser rules to that text
+and sends the result in the wire shapes of reference/wire-formats.md, streamed or not:
+
+    {"flavour": "sglang" | "vllm" | "noparser" | "llamacpp-python" | "ollama",
+     "reasoning_parser": False, "reasoning_field": "reasoning_content", "model": "qwen3-8b-oc",
+     "cycle": False, "chunk_chars": 5, "strict": False, "replies": [REPLY, ...]}
+
+REPLY = {"text": model text} plus any of: max_tokens_cut, finish_reason, http_error + body,
+stream_error, stall, disconnect, usage, delay. Run `python -m tests.fakeserver SCRIPT.json
+[--requests-log F] [--port-file F]` to serve until killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+import secrets
+import signal
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
+_SGLANG_BLOCK = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.S)
+_HERMES_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", re.S)
+_PARTIAL = re.compile(r'<tool_call>\s*\{\s*"name"\s*:\s*"([^"]*)"\s*,\s*"(?:arguments|parameters)"\s*:\s*(.*)', re.S)
+
+
+def call_text(name: str, arguments: dict[str, Any] | str, newlines: bool = True, think: bool = True) -> str:
+    """What Qwen3 writes for one call; a str `arguments` is written as a JSON string (double-encoded)."""
+    body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+    nl = "\n" if newlines else ""
+    return ("<think>\n\n</think>\n\n" if think else "") + f"{CALL_OPEN}{nl}{body}{nl}{CALL_CLOSE}"
+
+
+def calls_text(calls: list[tuple[str, dict[str, Any] | str]], newlines: bool = True, think: bool = True) -> str:
+    blocks = [call_text(name, args, newlines, think=False) for name, args in calls]
+    return ("<think>\n\n</think>\n\n" if think else "") + "\n".join(blocks)
+
+
+# --- what each server makes of the model text --------------------------------------------------------
+
+
+def _sglang_tools(text: str) -> tuple[str | None, list[tuple[str, str]]]:
+    start = text.find(CALL_OPEN + "\n")
+    if start < 0:
+        return text, []
+    calls = []
+    for m in _SGLANG_BLOCK.finditer(text):
+        try:  # a block that does not parse is skipped, the others survive
+            obj = json.loads(m.group(1).strip())
+            args = obj.get("parameters") or obj.get("arguments", {})
+            calls.append((obj["name"], json.dumps(args, ensure_ascii=False)))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+    if not calls:
+        return text, []
+    return text[:start].strip() or None, calls
+
+
+def _hermes_tools(text: str) -> tuple[str | None, list[tuple[str, str]]]:
+    if CALL_OPEN not in text:
+        return text, []
+    try:  # one bad block loses every call
+        objs = [json.loads(a or b) for a, b in _HERMES_BLOCK.findall(text)]
+        calls = [(o["name"], json.dumps(o["arguments"], ensure_ascii=False)) for o in objs]
+    except (ValueError, KeyError, TypeError):
+        return text, []
+    return text[: text.find(CALL_OPEN)] or None, calls
+
+
+def _lenient_tools(text: str) -> tuple[str | None, list[tuple[str, str]]]:
+    calls = []
+    for a, b in _HERMES_BLOCK.findall(text):
+        try:
+            obj = json.loads(a or b)
+            calls.append((obj["name"], json.dumps(obj.get("arguments", {}), ensure_ascii=False)))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return ("" if calls else text), calls
+
+
+_TOOL_PARSERS = {"sglang": _sglang_tools, "vllm": _hermes_tools, "llamacpp-python": _lenient_tools}
+
+
+def _close_json(prefix: str) -> str:
+    """The fragment a flushing parser may add so that a cut JSON object parses."""
+    quoted = len(re.findall(r'(?<!\\)"', prefix)) % 2 == 1
+    depth = prefix.count("{") - prefix.count("}")
+    return ('"' if quoted else "") + "}" * max(depth, 0)
+
+
+def generate(script: dict[str, Any], reply: dict[str, Any], stream: bool) -> dict[str, Any]:
+    """reasoning, content, calls [(name, arguments)], finish_reason and the generated text."""
+    flavour = script.get("flavour", "sglang")
+    text = reply.get("text", "")
+    cut = reply.get("max_tokens_cut")
+    if cut is not None:
+        text = text[:cut]
+    generated, reasoning = text, None
+    if flavour == "ollama" or (script.get("reasoning_parser") and flavour in ("sglang", "vllm")):
+        if "</think>" in text:
+            head, _, text = text.partition("</think>")
+            reasoning = head.split("<think>", 1)[-1]
+        elif flavour == "sglang":  # sglang keeps everything as reasoning until </think> shows up
+            reasoning, text = text.replace("<think>", "", 1), ""
+        reasoning = reasoning if reasoning and reasoning.strip() else None
+    parse = _TOOL_PARSERS.get(flavour, _lenient_tools if flavour == "ollama" else None)
+    content, calls = parse(text) if parse else (text, [])
+    last = text.rfind(CALL_OPEN)
+    partial = None
+    if cut is not None and stream and flavour in _TOOL_PARSERS and last >= 0 and CALL_CLOSE not in text[last:]:
+        partial = _PARTIAL.match(text, last)
+    if partial:
+        # a streaming parser has already sent the name and part of the arguments when the cut comes
+        calls = parse(text[:last])[1]
+        if flavour == "llamacpp-python":
+            content = ""
+        else:
+            content = text[: text.find(CALL_OPEN)]
+            content = (content.strip() if flavour == "sglang" else content) or None
+        args = partial.group(2)
+        calls = [*calls, (partial.group(1), args + (_close_json(args) if flavour == "sglang" else ""))]
+    finish = "tool_calls" if calls else "stop"
+    if cut is not None:
+        finish = "tool_calls" if flavour == "vllm" and stream and calls else "length"
+    return {
+        "reasoning": reasoning,
+        "content": content,
+        "calls": calls,
+        "finish": reply.get("finish_reason", finish),
+        "generated": generated,
+        "had_markup": CALL_OPEN in text,
+    }
+
+
+def _call_id(flavour: str, i: int) -> str:
+    if flavour == "vllm":
+        return "chatcmpl-tool-" + secrets.token_hex(8)
+    return f"call_{i}_" + secrets.token_hex(4) if flavour == "llamacpp-python" else "call_" + secrets.token_hex(4)
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), max(1, size))]
+
+
+def stream_deltas(script: dict[str, Any], out: dict[str, Any]) -> list[dict[str, Any]]:
+    """Choice deltas in the order and shape the flavour streams them, the finish chunk last."""
+    flavour, size = script.get("flavour", "sglang"), int(script.get("chunk_chars", 5))
+    rkey = "reasoning" if flavour == "ollama" else script.get("reasoning_field", "reasoning_content")
+    deltas: list[dict[str, Any]] = [{"delta": {"role": "assistant", "content": ""}}]
+    deltas += [{"delta": {rkey: p}} for p in _pieces(out["reasoning"] or "", size)]
+    deltas += [{"delta": {"content": p}} for p in _pieces(out["content"] or "", size)]
+    for i, (name, args) in enumerate(out["calls"]):
+        cid, frags = _call_id(flavour, i), _pieces(args, size * 2)
+        if flavour == "ollama":
+            parts = [{"index": i, "id": cid, "type": "function", "function": {"name": name, "arguments": args}}]
+        elif flavour == "llamacpp-python":
+            fn = [{"name": name, "arguments": f} for f in frags or [""]]
+            parts = [{"index": i, "id": cid, "type": "function", "function": f} for f in fn]
+        elif flavour == "vllm":
+            parts = [{"id": cid, "type": "function", "index": i, "function": {"name": name}}]
+            parts += [{"index": i, "function": {"arguments": f}} for f in frags]
+        else:
+            parts = [{"id": cid, "index": i, "type": "function", "function": {"name": name, "arguments": ""}}]
+            parts += [
+                {"id": None, "index": i, "type": "function", "function": {"name": None, "arguments": f}} for f in frags
+            ]
+        deltas += [{"delta": {"tool_calls": [p]}} for p in parts]
+    deltas.append({"delta": {}, "finish_reason": out["finish"]})
+    return deltas
+
+
+def full_message(script: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    flavour = script.get("flavour", "sglang")
+    calls = [
+        {"id": _call_id(flavour, i), "type": "function", "function": {"name": n, "arguments": a}}
+        | ({"index": i} if flavour == "sglang" else {})
+        for i, (n, a) in enumerate(out["calls"])
+    ]
+    message: dict[str, Any] = {"role": "assistant", "content": out["content"]}
+    if flavour == "ollama":
+        message["reasoning"] = out["reasoning"]
+    elif script.get("reasoning_parser") and flavour in ("sglang", "vllm"):
+        message[script.get("reasoning_field", "reasoning_content")] = out["reasoning"]
+    keep_empty = flavour == "vllm" or (flavour == "sglang" and out["had_markup"])
+    message["tool_calls"] = calls if calls or keep_empty else None
+    return message
+
+
+# --- HTTP ----------------------------------------------------------------------------------------------
+
+
+def _error_body(status: int, message: str) -> dict[str, Any]:
+    kind = "InternalServerError" if status >= 500 else "BadRequestError"
+    return {"object": "error", "message": message, "type": kind, "param": None, "code": status}
+
+
+def _strict_failure(flavour: str, body: dict[str, Any]) -> str | None:
+    """What a strict server of this flavour rejects with HTTP 500."""
+    for msg in body.get("messages") or []:
+        for call in msg.get("tool_calls") or []:
+            args = (call.get("function") or {}).get("arguments")
+            try:
+                json.loads(args)
+            except (TypeError, ValueError):
+                return f"tool call arguments are not valid JSON: {args!r}"
+        if flavour == "llamacpp-python" and msg.get("tool_calls") and msg.get("content") is None:
+            return "assistant content must be a string"
+    if flavour == "llamacpp-python" and body.get("tool_choice") == "required":
+        return "tool_choice 'required' is not supported"
+    return None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence the stderr access log
+        pass
+
+    def setup(self) -> None:
+        super().setup()
+        # small SSE writes must leave at once, as from a real server, not wait on delayed ACKs
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.fake._connections.add(self.connection)
+
+    def finish(self) -> None:
+        self.server.fake._connections.discard(self.connection)
+        super().finish()
+
+    def _json(self, status: int, payload: Any, cut: bool = False) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if cut:  # the headers promise the whole body, half of it arrives
+            self.close_connection = True
+            data = data[: len(data) // 2]
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        fake = self.server.fake
+        fake._record("GET", self.path, None, self.headers)
+        if self.path.rstrip("/").endswith("/models"):
+            model = fake.script.get("model", "qwen3-8b-oc")
+            self._json(200, {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "fake"}]})
+        else:
+            self._json(404, _error_body(404, f"no route {self.path}"))
+
+    def do_POST(self) -> None:
+        fake = self.server.fake
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = None
+        fake._record("POST", self.path, body, self.headers)
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            return self._json(404, _error_body(404, f"no route {self.path}"))
+        if not isinstance(body, dict):
+            return self._json(400, _error_body(400, "request body is not JSON"))
+        reply, script = fake._next_reply(), fake.script
+        if reply is None:
+            return self._json(500, _error_body(500, "script exhausted"))
+        flavour, stream = script.get("flavour", "sglang"), bool(body.get("stream"))
+        if fake._stopping.wait(reply.get("delay", 0)):
+            return None
+        if "http_error" in reply:
+            status = reply["http_error"]
+            return self._json(status, reply.get("body") or _error_body(status, "Internal server error"))
+        if script.get("strict") and (why := _strict_failure(flavour, body)):
+            return self._json(500, _error_body(500, why))
+        if "stream_error" in reply and not stream:
+            return self._json(500, _error_body(500, reply["stream_error"]))
+        out = generate(script, reply, stream)
+        usage = _usage(body, out, reply)
+        envelope = {"id": "chatcmpl-" + secrets.token_hex(6), "created": int(time.time()), "model": body.get("model")}
+        if not stream:
+            choice = {"index": 0, "message": full_message(script, out), "finish_reason": out["finish"]}
+            payload = {**envelope, "object": "chat.completion", "choices": [choice], "usage": usage}
+            return self._json(200, payload, cut=bool(reply.get("disconnect")))
+        self._stream(script, reply, body, out, usage, envelope)
+        return None
+
+    def _stream(self, script: dict, reply: dict, body: dict, out: dict, usage: dict, envelope: dict) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        stopping = self.server.fake._stopping
+        if script.get("strict") and script.get("flavour") == "llamacpp-python" and body.get("tool_choice") == "auto":
+            self.close_connection = True  # its known failure: 200, then the connection closes with no data
+            return self._chunk(b"")
+        events: list[Any] = []
+        for d in stream_deltas(script, out):
+            choice = {"index": 0, "delta": d["delta"], "logprobs": None, "finish_reason": d.get("finish_reason")}
+            events.append({**envelope, "object": "chat.completion.chunk", "choices": [choice]})
+        if "stream_error" in reply:
+            error = {"object": "error", "message": reply["stream_error"], "type": "BadRequestError", "param": None}
+            events = events[:1] + [{"error": {**error, "code": 400}}]
+        elif (body.get("stream_options") or {}).get("include_usage"):
+            events.append({**envelope, "object": "chat.completion.chunk", "choices": [], "usage": usage})
+        events.append("[DONE]")
+        try:
+            for n, event in enumerate(events):
+                self._chunk(f"data: {event if isinstance(event, str) else json.dumps(event)}\n\n".encode())
+                if n == 0 and reply.get("stall") and stopping.wait(reply["stall"]):
+                    return
+                if reply.get("disconnect") and n == min(3, len(events) - 2):
+                    self.close_connection = True  # no terminating chunk: the body is cut mid-way
+                    return
+            self._chunk(b"")
+        except OSError:  # the client gave up (idle timeout) and closed its end
+            self.close_connection = True
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+
+def _usage(body: dict[str, Any], out: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
+    prompt = 10 + sum(len(json.dumps(m.get("content") or "")) for m in body.get("messages") or []) // 4
+    completion = max(1, len(out["generated"]) // 4)
+    cap = body.get("max_tokens") or body.get("max_completion_tokens")
+    if reply.get("max_tokens_cut") is not None and cap:
+        completion = cap
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {**usage, **(reply.get("usage") or {})}
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    fake: FakeServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # clients dropping connections (timeouts, closed streams) are part of the tests
+
+
+class FakeServer:
+    """`with FakeServer(script) as srv:` then point a client at `srv.url`; `srv.requests` records traffic."""
+
+    def __init__(self, script: dict[str, Any], requests_log: Path | None = None, port: int = 0) -> None:
+        self.script = script
+        self.requests: list[dict[str, Any]] = []
+        self.requests_log = Path(requests_log) if requests_log else None
+        self._port = port
+        self._lock = threading.Lock()
+        self._served = 0
+        self._stopping = threading.Event()
+        self._connections: set[socket.socket] = set()
+        self._httpd: _HTTPServer | None = None
+
+    def start(self) -> FakeServer:
+        if self._httpd is None:
+            self._httpd = _HTTPServer(("127.0.0.1", self._port), _Handler)
+            self._httpd.fake = self
+            threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "start() first"
+        return self._httpd.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def stop(self) -> None:
+        if self._httpd is None:
+            return
+        self._stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        for conn in list(self._connections):  # wake handler threads parked on keep-alive reads
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        self._httpd = None
+
+    def __enter__(self) -> FakeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _next_reply(self) -> dict[str, Any] | None:
+        replies = self.script.get("replies") or []
+        with self._lock:
+            n = self._served
+            self._served += 1
+        if n < len(replies):
+            return replies[n]
+        return replies[-1] if replies and self.script.get("cycle") else None
+
+    def _record(self, method: str, path: str, body: Any, headers: Any) -> None:
+        entry = {
+            "method": method,
+            "path": path,
+            "body": body,
+            "headers": {k.lower(): v for k, v in headers.items() if k.lower() != "authorization"},
+        }
+        with self._lock:
+            self.requests.append(entry)
+            if self.requests_log is not None:
+                with self.requests_log.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps(entry) + "\n")
+
+    def chat_requests(self) -> list[dict[str, Any]]:
+        return [r for r in self.requests if r["path"].rstrip("/").endswith("/chat/completions")]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m tests.fakeserver", description="Serve a fake model script.")
+    parser.add_argument("script", type=Path)
+    parser.add_argument("--requests-log", type=Path)
+    parser.add_argument("--port-file", type=Path)
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args(argv)
+    server = FakeServer(json.loads(args.script.read_text()), args.requests_log, args.port).start()
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    if args.port_file:
+        tmp = args.port_file.with_name(args.port_file.name + ".tmp")
+        tmp.write_text(str(server.port))
+        tmp.replace(args.port_file)  # readers never see a half-written port
+    print(server.url, flush=True)
+    try:
+        done.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
