@@ -1,0 +1,254 @@
+"""The local sandbox on real processes: capture caps, terminal text, timeouts that kill whole trees, ttys, files."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from oc_repl.errors import SandboxError, UsageError
+from oc_repl.sandbox import open_sandbox
+from oc_repl.sandbox.capture import CappedBuffer, gap_marker
+from oc_repl.sandbox.local import LocalSandbox
+from oc_repl.sandbox.text import terminal_text
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path):
+    box = LocalSandbox(tmp_path / "box")
+    yield box
+    box.close()
+
+
+def processes_with(arg: str) -> list[int]:
+    """Live (non-zombie) processes with `arg` as one of their arguments."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            argv = Path("/proc", name, "cmdline").read_bytes().split(b"\0")
+            state = Path("/proc", name, "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if arg.encode() in argv and state != "Z":
+            found.append(int(name))
+    return found
+
+
+def unique_sleep() -> str:
+    """A sleep duration no other run uses, to find exactly this test's processes."""
+    return f"97.{random.randrange(10**6):06d}"
+
+
+def gone(arg: str, within: float = 2.0) -> bool:
+    deadline = time.monotonic() + within
+    while processes_with(arg):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+# --- capped buffer ------------------------------------------------------------------------------------------------
+
+
+def test_capped_buffer_keeps_head_and_tail_and_counts_drops():
+    buf = CappedBuffer(10)
+    for chunk in (b"abc", b"defgh", b"ijklmnop", b"qrstuvwxyz"):
+        buf.write(chunk)
+    assert buf.dropped == 16 and buf.written == 26
+    assert buf.read() == b"abcde" + gap_marker(16) + b"vwxyz"
+    assert buf.read() == b""
+
+
+def test_capped_buffer_reads_are_incremental_and_each_capped():
+    buf = CappedBuffer(10)
+    buf.write(b"1234")
+    assert buf.read() == b"1234"
+    buf.write(b"x" * 1000 + b"END")  # one big write: its own middle goes
+    assert buf.read() == b"xxxxx" + gap_marker(993) + b"xxEND"
+    buf.write(b"small")
+    assert buf.read() == b"small"
+    assert buf.dropped == 993
+
+
+def test_capped_buffer_memory_stays_bounded():
+    buf = CappedBuffer(1024)
+    for _ in range(2000):
+        buf.write(os.urandom(4096))
+        assert len(buf) <= 1024
+    assert buf.dropped == 2000 * 4096 - 1024
+
+
+# --- terminal text ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "text"),
+    [
+        (b"10%\r100%", "100%"),
+        (b"a\r\nb\r\n", "\n\n"),
+        (b"hello\nworld\n", "hello\nworld\n"),
+        (b"\x1b[1;31mred\x1b[0m plain", "red plain"),
+        (b"\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\", "link"),
+        (b"\x1b(B\x1b[mreset", "reset"),
+        (b"ab\x08c\x07", "abc"),
+        (b"ok\xff\xfe!", "ok!"),
+        (b"\x1b]0;title\x07x", "0;titlex"),  # upstream keeps a BEL-closed OSC's text
+    ],
+)
+def test_terminal_text(raw: bytes, text: str):
+    assert terminal_text(raw) == text
+
+
+def test_terminal_text_matches_the_upstream_converter():
+    from rich.text import Text
+
+    alphabet = ["\x1b", "[", "]", "(", "B", "0", ";", "31", "m", "K", "?", "\\", "\r", "\n", "\x08", "\x07", "a", "é"]
+    rnd = random.Random(7)
+    for _ in range(3000):
+        sample = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 24)))
+        assert terminal_text(sample.encode()) == Text.from_ansi(sample).plain, repr(sample)
+
+
+# --- exec ---------------------------------------------------------------------------------------------------------
+
+
+def test_exec_merges_output_reports_exit_code_and_runs_without_tty(sandbox: LocalSandbox):
+    result = sandbox.exec("echo out; echo err >&2; pwd; echo $TERM; [ -t 1 ] || echo no-tty; exit 3", timeout=10)
+    assert result.output == f"out\nerr\n{sandbox.root}\ndumb\nno-tty\n".encode()
+    assert (result.exit_code, result.timed_out, result.dropped) == (3, False, 0)
+
+
+def test_exec_stdin_is_at_end_of_file(sandbox: LocalSandbox):
+    started = time.monotonic()
+    assert sandbox.exec("cat; echo after", timeout=5).output == b"after\n"
+    assert time.monotonic() - started < 2
+
+
+def test_exec_timeout_kills_the_whole_process_group(sandbox: LocalSandbox):
+    started = time.monotonic()
+    nap = unique_sleep()
+    result = sandbox.exec(f"echo begun; sleep {nap} & sleep {nap}", timeout=0.5)
+    assert result.timed_out and result.exit_code is None
+    assert result.output == b"begun\n"
+    assert time.monotonic() - started < 3
+    assert gone(nap)
+
+
+def test_exec_returns_when_a_background_child_keeps_the_pipe(sandbox: LocalSandbox):
+    started = time.monotonic()
+    nap = unique_sleep()
+    result = sandbox.exec(f"sleep {nap} & echo parent done", timeout=10)
+    assert result.output == b"parent done\n" and result.exit_code == 0
+    assert time.monotonic() - started < 2
+    assert processes_with(nap)  # left running, as it would be in a container
+    sandbox.close()
+    assert gone(nap)
+
+
+def test_huge_output_does_not_grow_client_memory(sandbox: LocalSandbox):
+    def peak_kb() -> int:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+        raise AssertionError("no VmHWM")
+
+    with open("/proc/self/clear_refs", "w") as f:  # resets the peak so only this test's growth counts
+        f.write("5")
+    before = peak_kb()
+    result = sandbox.exec("head -c 200000000 /dev/zero", timeout=60)
+    growth_mb = (peak_kb() - before) / 1024
+    assert result.dropped == 200_000_000 - sandbox.output_limit
+    assert len(result.output) < sandbox.output_limit + 100
+    assert growth_mb < 64, f"client peak memory grew by {growth_mb:.0f} MB"
+
+
+# --- spawn --------------------------------------------------------------------------------------------------------
+
+
+def test_spawn_with_tty_is_a_terminal_with_input(sandbox: LocalSandbox):
+    proc = sandbox.spawn('[ -t 0 ] && echo "tty $TERM $PYTHONUNBUFFERED"; read line; echo "got $line"', tty=True)
+    proc.write(b"hello\n")
+    assert proc.wait(5)
+    out = proc.read_available()
+    assert b"tty xterm 1" in out and b"got hello" in out
+    assert proc.exit_code == 0 and not proc.alive()
+
+
+def test_spawn_without_tty_has_no_input_and_dumb_terminal(sandbox: LocalSandbox):
+    proc = sandbox.spawn("echo $TERM; sleep 0.2; echo end", tty=False, env={"EXTRA": "1"})
+    with pytest.raises(SandboxError):
+        proc.write(b"x\n")
+    assert not proc.wait(0)
+    assert proc.wait(5)
+    assert proc.read_available() == b"dumb\nend\n"
+
+
+def test_spawn_reads_are_incremental(sandbox: LocalSandbox):
+    proc = sandbox.spawn("echo one; sleep 0.3; echo two", tty=False)
+    deadline = time.monotonic() + 2
+    first = b""
+    while not first and time.monotonic() < deadline:
+        proc.wait(0.02)
+        first = proc.read_available()
+    assert first == b"one\n"
+    assert proc.wait(5)
+    assert proc.read_available() == b"two\n"
+    assert proc.read_available() == b""
+
+
+def test_kill_and_close_stop_sessions_and_their_jobs(sandbox: LocalSandbox):
+    job, main, other_nap = unique_sleep(), unique_sleep(), unique_sleep()
+    proc = sandbox.spawn(f"sleep {job} & sleep {main}", tty=True)
+    other = sandbox.spawn(f"sleep {other_nap}", tty=False)
+    deadline = time.monotonic() + 2
+    while len(processes_with(job) + processes_with(main)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.kill()
+    assert gone(job) and gone(main)
+    assert other.alive()
+    sandbox.close()
+    assert gone(other_nap)
+
+
+# --- files and specs ----------------------------------------------------------------------------------------------
+
+
+def test_files_relative_to_root_and_absolute(sandbox: LocalSandbox, tmp_path: Path):
+    sandbox.write_file("a/b/c.txt", b"rel")
+    assert (sandbox.root / "a/b/c.txt").read_bytes() == b"rel"
+    sandbox.write_file(str(tmp_path / "abs/d.txt"), b"abs")
+    assert (tmp_path / "abs/d.txt").read_bytes() == b"abs"
+    assert sandbox.read_file("a/b/c.txt") == b"rel"
+    with pytest.raises(SandboxError):
+        sandbox.read_file("missing.txt")
+
+
+def test_put_copies_directories_and_files(sandbox: LocalSandbox, tmp_path: Path):
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "t.py").write_text("x")
+    (src / "run.sh").write_text("y")
+    sandbox.put(src, "tests")
+    assert (sandbox.root / "tests/sub/t.py").read_text() == "x"
+    sandbox.put(src / "run.sh", "tests")
+    assert (sandbox.root / "tests/run.sh").read_text() == "y"
+    sandbox.put(src / "run.sh", "bin/go.sh")
+    assert (sandbox.root / "bin/go.sh").read_text() == "y"
+
+
+def test_open_sandbox_specs(tmp_path: Path):
+    box = open_sandbox(f"local:{tmp_path / 'new'}")
+    try:
+        assert isinstance(box, LocalSandbox) and (tmp_path / "new").is_dir()
+        assert box.spec == f"local:{tmp_path / 'new'}" and box.workdir == str(tmp_path / "new")
+    finally:
+        box.close()
+    for spec in ("ftp:x", "nothing", "local:", "docker:some-container"):
+        with pytest.raises(UsageError):
+            open_sandbox(spec)
