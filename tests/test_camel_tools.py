@@ -1,0 +1,431 @@
+"""camel-terminal-toolkit on a real local sandbox: tool semantics, parse errors, history modes, assets."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from oc_repl.errors import ParseErrorLimit
+from oc_repl.events import CommandExecution, FileChange, ItemCompleted, ItemStarted, ParseError
+from oc_repl.protocols import create, data_dir
+from oc_repl.protocols.camel import CamelProtocol, serialise_tools
+from oc_repl.protocols.camel_tools import (
+    COMPLETED,
+    IDLE,
+    NO_OUTPUT,
+    STILL_PRINTING,
+    STILL_RUNNING,
+    TERMINATED,
+    TERMINATED_EMPTY,
+    CamelTerminalTools,
+)
+from oc_repl.sandbox.local import LocalSandbox
+from oc_repl.types import Reply, Task, ToolCall
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path):
+    box = LocalSandbox(tmp_path / "box")
+    yield box
+    box.close()
+
+
+@pytest.fixture
+def tools(sandbox: LocalSandbox):
+    toolbox = CamelTerminalTools(sandbox)
+    yield toolbox
+    toolbox.close_sessions()
+
+
+def run(tools: CamelTerminalTools, name: str, **arguments) -> str:
+    return tools.call(name, arguments).text
+
+
+def call(name: str, call_id: str = "", **arguments) -> ToolCall:
+    return ToolCall(id=call_id, name=name, arguments=arguments)
+
+
+def wait_until_ended(tools: CamelTerminalTools, session_id: str, within: float = 5.0) -> None:
+    assert tools._sessions[session_id].proc.wait(within)
+
+
+# --- blocking shell_exec ------------------------------------------------------------------------------------------
+
+
+def test_blocking_exec_output_no_output_and_no_exit_status(tools: CamelTerminalTools, sandbox: LocalSandbox):
+    assert run(tools, "shell_exec", id="s", command="echo hi; echo oops >&2; exit 3") == "hi\noops\n"
+    result = tools.call("shell_exec", {"id": "s", "command": "exit 4"})
+    assert result.text == NO_OUTPUT and result.exit_code == 4  # known to the events, never to the model
+    assert run(tools, "shell_exec", id="s", command="printf '  \\n'") == NO_OUTPUT
+
+
+def test_blocking_exec_starts_fresh_in_the_working_directory(tools: CamelTerminalTools, sandbox: LocalSandbox):
+    assert run(tools, "shell_exec", id="s", command="cd /tmp; export X=1; pwd") == "/tmp\n"
+    assert run(tools, "shell_exec", id="s", command="pwd; echo x${X}x") == f"{sandbox.root}\nxx\n"
+
+
+def test_blocking_exec_output_is_terminal_text(tools: CamelTerminalTools):
+    out = run(tools, "shell_exec", id="s", command=r"printf '\033[31m10%%\r100%%\033[0m\nok\bk\n'", block=True)
+    assert out == "100%\nokk\n"
+
+
+def test_working_directory_is_created(sandbox: LocalSandbox, tmp_path: Path):
+    toolbox = CamelTerminalTools(sandbox, workdir=str(tmp_path / "work" / "space"))
+    assert run(toolbox, "shell_exec", id="s", command="pwd") == f"{tmp_path}/work/space\n"
+
+
+def test_timeout_turns_into_a_background_session(tools: CamelTerminalTools):
+    result = tools.call("shell_exec", {"id": "slow", "command": "sleep 1; echo done", "timeout": 0.5})
+    assert result.status == "timed_out"
+    assert "0.5 seconds" in result.text and "'slow'" in result.text and "shell_view('slow')" in result.text
+    assert run(tools, "shell_view", id="slow") == STILL_RUNNING
+    wait_until_ended(tools, "slow")
+    assert run(tools, "shell_view", id="slow") == f"done\n\n\n{COMPLETED}"
+    assert run(tools, "shell_view", id="slow") == TERMINATED_EMPTY
+    assert run(tools, "shell_view", id="slow") == TERMINATED_EMPTY
+
+
+def test_silent_timed_out_command_still_reports_completion(tools: CamelTerminalTools):
+    assert tools.call("shell_exec", {"id": "q", "command": "sleep 0.6", "timeout": 0.2}).status == "timed_out"
+    wait_until_ended(tools, "q")
+    assert run(tools, "shell_view", id="q") == f"\n\n{COMPLETED}"
+
+
+# --- sessions -----------------------------------------------------------------------------------------------------
+
+
+def test_python_session_driven_by_input(tools: CamelTerminalTools):
+    started = run(tools, "shell_exec", id="py", command="python3 -i", block=False)
+    assert "'py'" in started and "shell_view('py')" in started and "shell_write_to_process('py'" in started
+    answer = run(tools, "shell_write_to_process", id="py", command="print(6*7)")
+    assert "42" in answer and "print(6*7)" in answer  # the terminal echoes the input
+    assert "\r\n" in answer  # raw tty output
+
+
+def test_write_that_ends_the_process_reports_it_like_upstream(tools: CamelTerminalTools):
+    run(tools, "shell_exec", id="py", command="python3 -i", block=None)  # null starts a session too
+    started = time.monotonic()
+    out = run(tools, "shell_write_to_process", id="py", command="exit()")
+    assert time.monotonic() - started < 3
+    assert out.startswith("exit()")
+    assert out.endswith(STILL_PRINTING)
+    assert out.count(TERMINATED_EMPTY) >= 5
+    assert run(tools, "shell_view", id="py") == TERMINATED_EMPTY
+
+
+def test_view_is_raw_and_incremental_then_terminated(tools: CamelTerminalTools):
+    run(tools, "shell_exec", id="v", command=r"printf 'a\033[31mb\n'; read x; echo got-$x", block=False)
+    deadline = time.monotonic() + 3
+    first = ""
+    while not first.strip() and time.monotonic() < deadline:
+        time.sleep(0.05)
+        first = run(tools, "shell_view", id="v")
+        first = "" if first == IDLE else first
+    assert first == "a\x1b[31mb\r\n"
+    assert run(tools, "shell_view", id="v") == IDLE
+    tools._sessions["v"].proc.write(b"z\n")
+    wait_until_ended(tools, "v")
+    assert run(tools, "shell_view", id="v") == f"z\r\ngot-z\r\n\n\n{TERMINATED}"
+    assert run(tools, "shell_view", id="v") == TERMINATED_EMPTY
+
+
+def test_view_of_a_silent_ended_session(tools: CamelTerminalTools):
+    run(tools, "shell_exec", id="t", command="true", block=False)
+    wait_until_ended(tools, "t")
+    assert run(tools, "shell_view", id="t") == TERMINATED_EMPTY
+
+
+def test_session_ids_reused_and_unknown(tools: CamelTerminalTools):
+    run(tools, "shell_exec", id="srv", command="sleep 30", block=False)
+    reused = tools.call("shell_exec", {"id": "srv", "command": "echo again", "block": False})
+    assert reused.status == "failed" and reused.text.startswith("Error:") and "'srv'" in reused.text
+    assert run(tools, "shell_view", id="nope").startswith("Error:")
+    assert run(tools, "shell_write_to_process", id="nope", command="x").startswith("Error:")
+    run(tools, "shell_exec", id="done", command="true", block=False)
+    wait_until_ended(tools, "done")
+    assert "Session 'done' started." in run(tools, "shell_exec", id="done", command="true", block=False)
+
+
+def test_close_sessions_kills_them(tools: CamelTerminalTools):
+    run(tools, "shell_exec", id="a", command="sleep 30", block=False)
+    tools.call("shell_exec", {"id": "b", "command": "sleep 30", "timeout": 0.1})
+    procs = [s.proc for s in tools._sessions.values()]
+    tools.close_sessions()
+    assert all(not p.alive() for p in procs)
+    assert run(tools, "shell_view", id="a").startswith("Error:")
+
+
+# --- files --------------------------------------------------------------------------------------------------------
+
+
+def test_file_write_relative_and_absolute_with_missing_parents(tools: CamelTerminalTools, tmp_path: Path):
+    result = tools.call("shell_write_content_to_file", {"content": "print('hi')\n", "file_path": "src/pkg/a.py"})
+    assert result.status == "completed" and "src/pkg/a.py" in result.text and result.created
+    assert (tools.sandbox.root / "src/pkg/a.py").read_text() == "print('hi')\n"
+    target = tmp_path / "elsewhere" / "deep" / "b.txt"
+    assert str(target) in run(tools, "shell_write_content_to_file", content="é\n", file_path=str(target))
+    assert target.read_text(encoding="utf-8") == "é\n"
+    again = tools.call("shell_write_content_to_file", {"content": "x", "file_path": str(target)})
+    assert not again.created and target.read_text() == "x"
+
+
+def test_relative_paths_against_root_like_upstream(sandbox: LocalSandbox):
+    toolbox = CamelTerminalTools(sandbox, relative_paths="root")
+    unique = f"oc-repl-test-{uuid.uuid4().hex[:8]}"
+    try:
+        failed = toolbox.call("shell_write_content_to_file", {"content": "1", "file_path": f"tmp/{unique}/x.txt"})
+        assert failed.status == "failed" and failed.text.startswith("Error")  # parent made under the workdir only
+        assert (sandbox.root / "tmp" / unique).is_dir()
+        os.mkdir(f"/tmp/{unique}")
+        assert toolbox.call("shell_write_content_to_file", {"content": "2", "file_path": f"tmp/{unique}/x.txt"})
+        assert Path(f"/tmp/{unique}/x.txt").read_text() == "2"
+    finally:
+        shutil.rmtree(f"/tmp/{unique}", ignore_errors=True)
+
+
+# --- argument errors ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "message"),
+    [
+        ("x", {}, "[TOOL_ERROR] unknown tool: x"),
+        (
+            "shell_exec",
+            {"id": "s"},
+            "[TOOL_ERROR] shell_exec: TypeError: shell_exec() missing 1 required positional argument: 'command'",
+        ),
+        (
+            "shell_view",
+            {},
+            "[TOOL_ERROR] shell_view: TypeError: shell_view() missing 1 required positional argument: 'id'",
+        ),
+        (
+            "shell_view",
+            {"id": "s", "x": 1},
+            "[TOOL_ERROR] shell_view: TypeError: shell_view() got an unexpected keyword argument 'x'",
+        ),
+        (
+            "shell_exec",
+            {"id": "s", "command": "ls", "block": "yes"},
+            "[TOOL_ERROR] shell_exec: TypeError: shell_exec() argument 'block' must be boolean or null, not string",
+        ),
+        (
+            "shell_exec",
+            {"id": 1, "command": "ls"},
+            "[TOOL_ERROR] shell_exec: TypeError: shell_exec() argument 'id' must be string, not number",
+        ),
+    ],
+)
+def test_bad_calls_become_tool_errors(tools: CamelTerminalTools, name: str, arguments: dict, message: str):
+    result = tools.call(name, arguments)
+    assert (result.text, result.status) == (message, "failed")
+
+
+# --- the protocol -------------------------------------------------------------------------------------------------
+
+
+class Recorder(list):
+    def __call__(self, event) -> None:
+        self.append(event)
+
+
+def started(protocol: CamelProtocol) -> CamelProtocol:
+    protocol.start(Task(name="demo", instruction="Say hi."))
+    return protocol
+
+
+def two_calls() -> list[ToolCall]:
+    return [
+        call("shell_exec", "c1", id="s", command="printf one", block=True, timeout=None),
+        call("shell_exec", "c2", id="s", command="printf two", block=True, timeout=None),
+    ]
+
+
+SYSTEM = (data_dir("camel-terminal-toolkit") / "system.txt").read_text(encoding="utf-8")
+TASK = {"role": "user", "content": "Task name:demo\nTask instruction: Say hi."}
+
+
+def test_training_history_is_one_user_message_of_tool_responses(sandbox: LocalSandbox):
+    protocol = started(CamelProtocol())
+    assert protocol.request().messages == [{"role": "system", "content": SYSTEM}, TASK]
+    protocol.step(Reply(content="thinking out loud", tool_calls=two_calls()), sandbox, Recorder())
+    messages = protocol.request().messages
+    assert messages[:2] == [{"role": "system", "content": SYSTEM}, TASK]
+    assert messages[2] == {
+        "role": "user",
+        "content": "<tool_response>\none\n</tool_response>\n<tool_response>\ntwo\n</tool_response>",
+    }
+    assert len(messages) == 3
+    protocol.step(Reply(tool_calls=[call("shell_exec", "c3", id="s", command="printf three")]), sandbox, Recorder())
+    assert protocol.request().messages[2]["content"].endswith("<tool_response>\nthree\n</tool_response>")
+    assert len(protocol.request().messages) == 3
+
+
+def test_camel_0_2_85_history_is_one_call_per_assistant_message(sandbox: LocalSandbox):
+    protocol = started(CamelProtocol(history="camel-0.2.85"))
+    protocol.step(Reply(content="ignored text", tool_calls=two_calls()), sandbox, Recorder())
+    args = json.dumps({"id": "s", "command": "printf one", "block": True, "timeout": None})
+    assert protocol.request().messages[2:] == [
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "shell_exec", "arguments": args}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "one"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "c2",
+                    "type": "function",
+                    "function": {"name": "shell_exec", "arguments": args.replace("one", "two")},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c2", "content": "two"},
+    ]
+
+
+def test_full_history_keeps_the_assistant_turn(sandbox: LocalSandbox):
+    protocol = started(CamelProtocol(history="full"))
+    protocol.step(Reply(content="Let me look.", tool_calls=two_calls()), sandbox, Recorder())
+    messages = protocol.request().messages[2:]
+    assert messages[0]["role"] == "assistant" and messages[0]["content"] == "Let me look."
+    assert [c["id"] for c in messages[0]["tool_calls"]] == ["c1", "c2"]
+    assert messages[1:] == [
+        {"role": "tool", "tool_call_id": "c1", "content": "one"},
+        {"role": "tool", "tool_call_id": "c2", "content": "two"},
+    ]
+    protocol.step(Reply(content="oops", malformed_calls=['{"name": "shell_exec", ']), sandbox, Recorder())
+    tail = protocol.request().messages[-2:]
+    assert tail[0] == {"role": "assistant", "content": "oops"}
+    assert tail[1]["role"] == "user" and tail[1]["content"].startswith("<tool_response>\n[TOOL_ERROR]")
+
+
+def test_request_options_and_done(sandbox: LocalSandbox):
+    protocol = started(create("camel-terminal-toolkit"))
+    request = protocol.request()
+    assert request.options["tool_choice"] == "auto"
+    assert [t["function"]["name"] for t in request.options["tools"]] == [
+        "shell_exec",
+        "shell_view",
+        "shell_write_to_process",
+        "shell_write_content_to_file",
+    ]
+    step = protocol.step(Reply(content="All done."), sandbox, Recorder())
+    assert step.done and step.final_answer == "All done." and not step.parse_error
+    protocol.continue_with(Task(name="more", instruction="And again."))
+    assert protocol.request().messages[-2:] == [
+        {"role": "assistant", "content": "All done."},
+        {"role": "user", "content": "Task name:more\nTask instruction: And again."},
+    ]
+
+
+def test_parse_errors_are_fed_back_and_the_third_stops(sandbox: LocalSandbox):
+    protocol = started(CamelProtocol())
+    events = Recorder()
+    step = protocol.step(Reply(malformed_calls=['{"name": "shell_exec", "arguments": {"id": }}']), sandbox, events)
+    assert step.parse_error and not step.done
+    feedback = protocol.request().messages[-1]["content"]
+    assert feedback.startswith("<tool_response>\n[TOOL_ERROR] tool call not understood (invalid JSON")
+    assert '{"name": "shell_exec", "arguments": {"id": }}' in feedback
+    assert isinstance(events[0], ItemCompleted) and isinstance(events[0].item, ParseError)
+    marker = sandbox.root / "ran"
+    truncated = Reply(truncated=True, tool_calls=[call("shell_exec", "c", id="s", command=f"touch {marker}")])
+    assert protocol.step(truncated, sandbox, Recorder()).parse_error
+    assert not marker.exists()  # nothing of a cut reply runs
+    assert "token limit" in protocol.request().messages[-1]["content"]
+    with pytest.raises(ParseErrorLimit):
+        protocol.step(Reply(malformed_calls=["{bad"]), sandbox, Recorder())
+
+
+def test_unknown_tool_is_answered_not_dropped(sandbox: LocalSandbox):
+    protocol = started(CamelProtocol())
+    events = Recorder()
+    step = protocol.step(Reply(tool_calls=[call("shell_kill_process", "k", id="s")]), sandbox, events)
+    assert not step.done
+    assert protocol.request().messages[-1]["content"] == (
+        "<tool_response>\n[TOOL_ERROR] unknown tool: shell_kill_process\n</tool_response>"
+    )
+    assert events[-1].item.status == "failed"
+
+
+def test_events_and_fingerprints(sandbox: LocalSandbox):
+    protocol = started(CamelProtocol())
+    events = Recorder()
+    calls = [
+        call("shell_exec", "c1", id="s", command="printf one"),
+        call("shell_write_content_to_file", "c2", content="x", file_path="f.txt"),
+    ]
+    first = protocol.step(Reply(tool_calls=calls), sandbox, events)
+    kinds = [(type(e).__name__, type(e.item).__name__, e.item.status) for e in events]
+    assert kinds == [
+        ("ItemStarted", "CommandExecution", "in_progress"),
+        ("ItemCompleted", "CommandExecution", "completed"),
+        ("ItemStarted", "FileChange", "in_progress"),
+        ("ItemCompleted", "FileChange", "completed"),
+    ]
+    assert isinstance(events[0], ItemStarted) and events[0].item.command == "printf one"
+    done = events[1].item
+    assert isinstance(done, CommandExecution) and done.aggregated_output == "one" and done.exit_code == 0
+    change = events[3].item
+    assert isinstance(change, FileChange) and change.kind == "add" and change.path == f"{sandbox.root}/f.txt"
+    again = protocol.step(Reply(tool_calls=calls), sandbox, Recorder())
+    other = protocol.step(Reply(tool_calls=calls[:1]), sandbox, Recorder())
+    assert first.fingerprint == again.fingerprint != other.fingerprint
+
+
+def test_assets_are_the_exact_bytes_sent():
+    protocol = CamelProtocol()
+    folder = data_dir("camel-terminal-toolkit")
+    system, tools = protocol.assets()
+    assert system.sha256 == hashlib.sha256((folder / "system.txt").read_bytes()).hexdigest()
+    assert tools.sha256 == hashlib.sha256(serialise_tools(protocol.request().options["tools"])).hexdigest()
+    assert tools.sha256 == hashlib.sha256((folder / "tools.json").read_bytes()).hexdigest()
+    manifest = (folder / "manifest.toml").read_text()
+    assert 'kind = "camel"' in manifest and system.sha256 in manifest and tools.sha256 in manifest
+
+
+def test_system_prompt_shape():
+    assert SYSTEM.endswith(" /no_think")
+    assert 5300 < len(SYSTEM) < 6300
+    assert "Linux (in Docker)" in SYSTEM and "x86_64" in SYSTEM and "Docker container" in SYSTEM
+    assert "<operating_environment>" in SYSTEM and "</operating_environment>" not in SYSTEM
+    for tag in ("role", "mandatory_instructions", "capabilities", "philosophy", "terminal_tips"):
+        assert f"<{tag}>" in SYSTEM and f"</{tag}>" in SYSTEM
+    for needle in ("shell_write_content_to_file", "shell_kill_process", "pwd", "ls -la", "600 tokens", "block=False"):
+        assert needle in SYSTEM
+
+
+def test_tool_schemas_are_strict():
+    tools = CamelProtocol().request().options["tools"]
+    expected = {
+        "shell_exec": {
+            "id": "string",
+            "command": "string",
+            "block": ["boolean", "null"],
+            "timeout": ["number", "null"],
+        },
+        "shell_view": {"id": "string"},
+        "shell_write_to_process": {"id": "string", "command": "string"},
+        "shell_write_content_to_file": {"content": "string", "file_path": "string"},
+    }
+    assert [t["function"]["name"] for t in tools] == list(expected)
+    for tool in tools:
+        assert tool["type"] == "function"
+        function = tool["function"]
+        assert function["strict"] is True and function["description"]
+        params = function["parameters"]
+        assert params["type"] == "object" and params["additionalProperties"] is False
+        assert {k: v["type"] for k, v in params["properties"].items()} == expected[function["name"]]
+        assert params["required"] == list(expected[function["name"]])
+        assert all(v["description"] for v in params["properties"].values())
