@@ -29,8 +29,10 @@ def main() -> None:
     ours_min, ours_med = best_of([sys.executable, "-m", "oc_repl", "--version"], runs)
     print(f"python -c pass        min {base_min * 1000:7.1f} ms  median {base_med * 1000:7.1f} ms")
     print(f"oc-repl --version     min {ours_min * 1000:7.1f} ms  median {ours_med * 1000:7.1f} ms")
-    print(f"ratio (median)        {ours_med / base_med:.2f}x   goal: oc-repl --version <= 150 ms "
-          f"({'met' if ours_med <= 0.15 else 'NOT met'})")
+    print(
+        f"ratio (median)        {ours_med / base_med:.2f}x   goal: oc-repl --version <= 150 ms "
+        f"({'met' if ours_med <= 0.15 else 'NOT met'})"
+    )
 
 
 if __name__ == "__main__":

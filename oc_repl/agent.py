@@ -110,4 +110,3 @@ class Agent:
             raise LoopDetected(f"the same actions produced the same results {k} turns in a row")
         if k and len(recent) >= 4 and recent[-1] == recent[-3] and recent[-2] == recent[-4] != recent[-1]:
             raise LoopDetected("the model alternates between the same two actions (A-B-A-B)")
-

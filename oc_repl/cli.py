@@ -41,15 +41,27 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--retries", type=int, help="Retries for server faults (default 3)."),
         click.option("--idle-timeout", type=float, help="Seconds a stream may stall before it is retried (120)."),
         click.option("--verify", help="Command run in the sandbox after the agent; exit 0 = success."),
-        click.option("--verify-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                     help="Script copied into the sandbox and run with bash after the agent."),
+        click.option(
+            "--verify-file",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help="Script copied into the sandbox and run with bash after the agent.",
+        ),
         click.option("--verify-timeout", type=float, help="Seconds the verifier may take (600)."),
-        click.option("--transcript", type=click.Path(dir_okay=False, path_type=Path),
-                     help="JSONL transcript path (default under ~/.local/state/oc-repl/sessions/)."),
-        click.option("--yes", "-y", is_flag=True, default=None, help="Consent to run model-chosen commands on this host."),
+        click.option(
+            "--transcript",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="JSONL transcript path (default under ~/.local/state/oc-repl/sessions/).",
+        ),
+        click.option(
+            "--yes", "-y", is_flag=True, default=None, help="Consent to run model-chosen commands on this host."
+        ),
         click.option("--profile", help="Profile from the config file."),
-        click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
-                     help="Config file (default ~/.config/oc-repl/config.toml)."),
+        click.option(
+            "--config",
+            "config_file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Config file (default ~/.config/oc-repl/config.toml).",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)

@@ -17,8 +17,16 @@ from oc_repl.types import Task
 
 # The verifier decides the outcome whenever the loop ended in a state worth checking.
 VERIFIABLE = {"done", "turn_cap", "loop", "parse_errors"}
-EXIT_CODES = {"done": 0, "turn_cap": 3, "loop": 4, "parse_errors": 4, "server_error": 5, "sandbox_error": 6,
-              "interrupted": 130, "usage": 2}
+EXIT_CODES = {
+    "done": 0,
+    "turn_cap": 3,
+    "loop": 4,
+    "parse_errors": 4,
+    "server_error": 5,
+    "sandbox_error": 6,
+    "interrupted": 130,
+    "usage": 2,
+}
 
 
 def exit_status(outcome: Outcome, verify: ev.VerifyCompleted | None) -> tuple[str, int]:
@@ -89,8 +97,15 @@ def run_task(settings: RunSettings, instruction: str) -> int:
     def on_retry(message: str, attempt: int) -> None:
         emit(ev.Error(kind="server", message=f"{message} (attempt {attempt} of {settings.retries + 1})", retrying=True))
 
-    client = ChatClient(settings.api_base, settings.api_key, settings.model, stream=settings.stream,
-                        retries=settings.retries, idle_timeout=settings.idle_timeout, on_retry=on_retry)
+    client = ChatClient(
+        settings.api_base,
+        settings.api_key,
+        settings.model,
+        stream=settings.stream,
+        retries=settings.retries,
+        idle_timeout=settings.idle_timeout,
+        on_retry=on_retry,
+    )
     outcome, verify, sandbox, protocol = Outcome(status="error"), None, None, None
     try:
         protocol = protocols.create(settings.protocol, history=settings.history)
@@ -98,15 +113,33 @@ def run_task(settings: RunSettings, instruction: str) -> int:
         sandbox = open_sandbox(settings.sandbox)
         model = client.resolve_model()
         task = Task(name=settings.task_name or task_name_for(instruction), instruction=instruction)
-        emit(ev.ThreadStarted(
-            thread_id=thread_id, model=model, protocol=settings.protocol, sandbox=settings.sandbox,
-            api_base=settings.api_base, task_name=task.name,
-            assets=[ev.AssetInfo(**vars(a)) for a in protocol.assets()],
-            options={"sampling": settings.sampling_options(), "history": settings.history, "stream": settings.stream,
-                     "max_turns": settings.max_turns, "transcript": str(transcript.path)},
-        ))
-        agent = Agent(client, protocol, sandbox, emit, max_turns=settings.max_turns, loop_limit=settings.loop_limit,
-                      sampling=settings.sampling_options())
+        emit(
+            ev.ThreadStarted(
+                thread_id=thread_id,
+                model=model,
+                protocol=settings.protocol,
+                sandbox=settings.sandbox,
+                api_base=settings.api_base,
+                task_name=task.name,
+                assets=[ev.AssetInfo(**vars(a)) for a in protocol.assets()],
+                options={
+                    "sampling": settings.sampling_options(),
+                    "history": settings.history,
+                    "stream": settings.stream,
+                    "max_turns": settings.max_turns,
+                    "transcript": str(transcript.path),
+                },
+            )
+        )
+        agent = Agent(
+            client,
+            protocol,
+            sandbox,
+            emit,
+            max_turns=settings.max_turns,
+            loop_limit=settings.loop_limit,
+            sampling=settings.sampling_options(),
+        )
         outcome = agent.run(task)
         verifier = Verifier(settings.verify or "", settings.verify_file, settings.verify_timeout)
         if (settings.verify or settings.verify_file) and outcome.status in VERIFIABLE:
@@ -125,9 +158,16 @@ def run_task(settings: RunSettings, instruction: str) -> int:
         except (SandboxError, KeyboardInterrupt):
             pass
     status, code = exit_status(outcome, verify)
-    emit(ev.ThreadCompleted(status=status, exit_code=code, final_answer=outcome.final_answer, turns=outcome.turns,
-                            tool_calls_native=getattr(client, "native_calls", 0),
-                            tool_calls_salvaged=getattr(client, "salvaged_calls", 0)))
+    emit(
+        ev.ThreadCompleted(
+            status=status,
+            exit_code=code,
+            final_answer=outcome.final_answer,
+            turns=outcome.turns,
+            tool_calls_native=getattr(client, "native_calls", 0),
+            tool_calls_salvaged=getattr(client, "salvaged_calls", 0),
+        )
+    )
     transcript.close()
     if not settings.json_output and outcome.final_answer:
         sys.stdout.write(outcome.final_answer.rstrip("\n") + "\n")

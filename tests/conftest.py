@@ -37,8 +37,14 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
 
 def run_cli(args: list[str], tmp_path: Path, timeout: float = 60, **kw) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "oc_repl", *args], capture_output=True, text=True, timeout=timeout,
-        env=kw.pop("env", None) or cli_env(tmp_path), stdin=subprocess.DEVNULL, cwd=kw.pop("cwd", tmp_path), **kw,
+        [sys.executable, "-m", "oc_repl", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=kw.pop("env", None) or cli_env(tmp_path),
+        stdin=subprocess.DEVNULL,
+        cwd=kw.pop("cwd", tmp_path),
+        **kw,
     )
 
 

@@ -40,17 +40,24 @@ HELLO = [
 def test_top_command_creates_file_and_verifies(serve, tmp_path, flavour, stream):
     server = serve({"flavour": flavour, "replies": HELLO})
     work = tmp_path / "work"
-    proc = run_cli(base_args(server, work, stream, "--verify", "test -f hello.txt", "Create hello.txt containing Hello"),
-                   tmp_path)
+    proc = run_cli(
+        base_args(server, work, stream, "--verify", "test -f hello.txt", "Create hello.txt containing Hello"), tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "Created hello.txt containing Hello.\n"
     assert (work / "hello.txt").read_text() == "Hello\n"
     assert "PASS" in proc.stderr and "Traceback" not in proc.stderr
-    first = server.requests[0]["body"]
+    first = server.chat_requests()[0]["body"]
     assert first["tool_choice"] == "auto" and [t["function"]["name"] for t in first["tools"]] == [
-        "shell_exec", "shell_view", "shell_write_to_process", "shell_write_content_to_file"]
-    assert first["messages"][1] == {"role": "user", "content": "Task name:create-hello-txt-containing\n"
-                                    "Task instruction: Create hello.txt containing Hello"}
+        "shell_exec",
+        "shell_view",
+        "shell_write_to_process",
+        "shell_write_content_to_file",
+    ]
+    assert first["messages"][1] == {
+        "role": "user",
+        "content": "Task name:create-hello-txt-containing\nTask instruction: Create hello.txt containing Hello",
+    }
     assert first.get("stream", False) is (stream == "--stream")
 
 
@@ -63,7 +70,9 @@ def test_json_stream_is_one_event_per_line_ending_in_thread_completed(serve, tmp
     assert types[0] == "thread.started" and types[-1] == "thread.completed"
     assert events[-1].exit_code == 0 and events[-1].status == "verified"
     assert "verify.completed" in types and "request.sent" not in types
-    commands = [e.item for e in events if e.type == "item.completed" and e.item.type in ("command_execution", "file_change")]
+    commands = [
+        e.item for e in events if e.type == "item.completed" and e.item.type in ("command_execution", "file_change")
+    ]
     assert commands, types
 
 
@@ -79,7 +88,7 @@ def test_turn_cap_exits_3_and_verifier_still_decides(serve, tmp_path):
     server = serve({"replies": replies})
     proc = run_cli(base_args(server, tmp_path / "w", "--max-turns", "3", "count"), tmp_path)
     assert proc.returncode == 3, proc.stderr
-    assert len(server.requests) == 3 + 1  # three chat turns and the model listing
+    assert len(server.chat_requests()) == 3
     server2 = serve({"replies": replies})
     proc = run_cli(base_args(server2, tmp_path / "w", "--max-turns", "2", "--verify", "true", "count"), tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -94,7 +103,9 @@ def test_loop_detection_exits_4(serve, tmp_path):
 
 
 def test_parse_error_limit_exits_4(serve, tmp_path):
-    bad = {"text": '<think>\n\n</think>\n\n<tool_call>\n{"name": "shell_exec", "arguments": {"id": "s1",}\n</tool_call>'}
+    bad = {
+        "text": '<think>\n\n</think>\n\n<tool_call>\n{"name": "shell_exec", "arguments": {"id": "s1",}\n</tool_call>'
+    }
     server = serve({"replies": [bad], "cycle": True})
     proc = run_cli(base_args(server, tmp_path / "w", "--json", "list"), tmp_path)
     assert proc.returncode == 4, proc.stderr
@@ -102,12 +113,24 @@ def test_parse_error_limit_exits_4(serve, tmp_path):
     assert events[-1].status == "parse_errors" and events[-1].turns == 3
     assert sum(1 for e in events if e.type == "item.completed" and e.item.type == "parse_error") == 3
     # the model was told about each parse error before the next turn
-    assert "<tool_response>" in server.requests[-1]["body"]["messages"][-1]["content"]
+    assert "<tool_response>" in server.chat_requests()[-1]["body"]["messages"][-1]["content"]
 
 
 def test_server_down_is_a_plain_message_and_exit_5(tmp_path):
-    proc = run_cli(["run", "--api-base", "http://127.0.0.1:9/v1", "--sandbox", f"local:{tmp_path}", "--yes",
-                    "--retries", "0", "hello"], tmp_path)
+    proc = run_cli(
+        [
+            "run",
+            "--api-base",
+            "http://127.0.0.1:9/v1",
+            "--sandbox",
+            f"local:{tmp_path}",
+            "--yes",
+            "--retries",
+            "0",
+            "hello",
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 5
     assert "Traceback" not in proc.stderr
     assert "127.0.0.1:9" in proc.stderr and "--tool-call-parser" in proc.stderr
@@ -117,7 +140,7 @@ def test_server_500s_exit_5_after_bounded_retries(serve, tmp_path):
     server = serve({"replies": [{"http_error": 500}], "cycle": True})
     proc = run_cli(base_args(server, tmp_path / "w", "hello"), tmp_path)
     assert proc.returncode == 5, proc.stderr
-    chat = [r for r in server.requests if r["path"].endswith("/chat/completions")]
+    chat = server.chat_requests()
     assert len(chat) == 2  # one try and --retries 1
     assert "retrying" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -127,15 +150,16 @@ def test_no_consent_without_tty_is_a_usage_error(serve, tmp_path):
     proc = run_cli(["run", "--api-base", server.url, "--sandbox", f"local:{tmp_path}", "hello"], tmp_path)
     assert proc.returncode == 2
     assert "--yes" in proc.stderr
-    assert not [r for r in server.requests if r["path"].endswith("/chat/completions")]
+    assert not server.chat_requests()
 
 
 def test_transcript_records_exact_requests_hashes_and_no_key(serve, tmp_path):
     server = serve({"replies": HELLO})
     transcript = tmp_path / "t.jsonl"
     secret = "sk-test-0123456789abcdef"
-    proc = run_cli(base_args(server, tmp_path / "w", "--api-key", secret, "--transcript", str(transcript), "hello"),
-                   tmp_path)
+    proc = run_cli(
+        base_args(server, tmp_path / "w", "--api-key", secret, "--transcript", str(transcript), "hello"), tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     assert secret not in transcript.read_text()
     events = read_jsonl(transcript)
@@ -149,16 +173,20 @@ def test_transcript_records_exact_requests_hashes_and_no_key(serve, tmp_path):
     tools_bytes = "\n".join(json.dumps(t) for t in sent[0]["request"]["tools"]).encode()
     assert hashlib.sha256(tools_bytes).hexdigest() in hashes.values()
     # what was recorded is what the server received
-    assert sent[0]["request"]["messages"] == server.requests[1]["body"]["messages"]
-    assert sent[0]["request"]["temperature"] == server.requests[1]["body"]["temperature"]
+    assert sent[0]["request"]["messages"] == server.chat_requests()[0]["body"]["messages"]
+    assert sent[0]["request"]["temperature"] == server.chat_requests()[0]["body"]["temperature"]
 
 
 def test_sigkill_mid_episode_leaves_a_readable_transcript(serve, tmp_path):
     server = serve({"replies": [exec_call("echo start; sleep 30", timeout=60), answer("done")]})
     transcript = tmp_path / "t.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "oc_repl", *base_args(server, tmp_path / "w", "--transcript",
-                             str(transcript), "wait")], env=cli_env(tmp_path), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oc_repl", *base_args(server, tmp_path / "w", "--transcript", str(transcript), "wait")],
+        env=cli_env(tmp_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -178,9 +206,11 @@ def test_sigkill_mid_episode_leaves_a_readable_transcript(serve, tmp_path):
 
 
 def test_version_does_not_import_heavy_packages(tmp_path):
-    code = ("import sys\nfrom oc_repl.cli import main\n"
-            "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
-            "heavy = {'openai', 'docker', 'rich', 'prompt_toolkit', 'pydantic', 'httpx', 'httpx2'}\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))")
+    code = (
+        "import sys\nfrom oc_repl.cli import main\n"
+        "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+        "heavy = {'openai', 'docker', 'rich', 'prompt_toolkit', 'pydantic', 'httpx', 'httpx2'}\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert proc.stdout.splitlines() == ["oc-repl, version 0.1.0", "[]"], proc.stderr

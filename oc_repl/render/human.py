@@ -81,7 +81,9 @@ class HumanRenderer:
 
     def on_verify_completed(self, e: Any) -> None:
         counts = f" {e.tests_passed}/{e.tests_total} tests" if e.tests_total is not None else ""
-        verdict = Text(" PASS " if e.passed else " FAIL ", style="bold white on green" if e.passed else "bold white on red")
+        verdict = Text(
+            " PASS " if e.passed else " FAIL ", style="bold white on green" if e.passed else "bold white on red"
+        )
         self.console.print(verdict + Text(f" {sanitize(e.command)}{counts} (exit {e.exit_code})"))
         if not e.passed and e.output_tail:
             self.console.print(Text(fold(sanitize(e.output_tail), 0, 15), style="dim"))

@@ -1,0 +1,334 @@
+"""Docker drivers, through the Engine API: attach to a running container, or create one from an image.
+
+Every command is a fresh `docker exec` of `bash -c`, as the checkpoint was trained. The exec'd process leads its
+own session and process group inside the container, so a timeout kills the whole tree it started *in the
+container*; a tiny wrapper records that process's in-container pid in a file before `exec`-ing the command, which
+is what lets us find the group again (the Engine API only knows host pids).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shlex
+import socket
+import tarfile
+import threading
+import uuid
+from contextlib import suppress
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from oc_repl.errors import SandboxError
+from oc_repl.sandbox.capture import CappedBuffer, OutputReader
+from oc_repl.types import ExecResult
+
+PID_DIR = "/tmp/.oc-repl"
+DEFAULT_WORKDIR = "/workspace"  # camel's docker backend, as trained
+# After the exec'd process ends, a background child may still hold its output stream open; stop waiting then.
+EXIT_GRACE = 0.25
+_WRAPPER = "echo $$ > " + PID_DIR + '/{token}; exec bash -c "$1"'
+
+
+def connect() -> Any:
+    import docker
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as exc:
+        where = os.environ.get("DOCKER_HOST") or "the default socket (unix:///var/run/docker.sock)"
+        raise SandboxError(
+            f"cannot reach the docker daemon at {where}: {exc}",
+            hint="start dockerd, or set DOCKER_HOST to the daemon's socket",
+        ) from exc
+    return client
+
+
+class DockerProcess:
+    """One `docker exec` in the container; output drained into a capped buffer on a thread."""
+
+    def __init__(
+        self,
+        box: DockerSandbox,
+        command: str,
+        *,
+        tty: bool,
+        cwd: str,
+        env: dict[str, str],
+        user: str | None,
+        limit: int,
+    ) -> None:
+        self._box = box
+        self.token = uuid.uuid4().hex[:12]
+        argv = ["bash", "-c", _WRAPPER.format(token=self.token), "bash", command]
+        api = box.api
+        self.exec_id = box.call(
+            api.exec_create, box.id, argv, stdin=tty, tty=tty, workdir=cwd, environment=env, user=user or ""
+        )["Id"]
+        self._buffer = CappedBuffer(limit)
+        self._exit_code: int | None = None
+        self._sock: socket.socket | None = None
+        if tty:
+            wrapped = box.call(api.exec_start, self.exec_id, socket=True, tty=True)
+            self._sock = getattr(wrapped, "_sock", wrapped)
+            read = self._recv
+        else:
+            frames = box.call(api.exec_start, self.exec_id, stream=True)
+            read = self._next_frame(iter(frames))
+        self._reader = OutputReader(read, self._buffer, name=f"oc-repl-docker-{self.token}")
+
+    def _recv(self) -> bytes:
+        assert self._sock is not None
+        return self._sock.recv(1 << 16)
+
+    @staticmethod
+    def _next_frame(frames: Any) -> Any:
+        def read() -> bytes:
+            try:
+                return next(frames, b"")
+            except Exception:  # the daemon dropped the stream (container gone): that is this stream's end
+                return b""
+
+        return read
+
+    def _inspect(self) -> dict[str, Any]:
+        return self._box.call(self._box.api.exec_inspect, self.exec_id)
+
+    def alive(self) -> bool:
+        if self._exit_code is not None:
+            return False
+        info = self._inspect()
+        if info.get("Running"):
+            return True
+        self._exit_code = info.get("ExitCode")
+        return False
+
+    def wait(self, timeout: float) -> bool:
+        if self._reader.join(timeout):
+            return not self.alive() or self._reader.join(EXIT_GRACE)
+        if self.alive():
+            return False
+        return self._reader.join(EXIT_GRACE) or True  # exited; whatever holds the stream is a leftover child
+
+    def read_available(self) -> bytes:
+        return self._buffer.read()
+
+    def write(self, data: bytes) -> None:
+        if self._sock is None:
+            raise SandboxError("this process takes no input (it was started without a terminal)")
+        try:
+            self._sock.sendall(data)
+        except OSError as exc:
+            raise SandboxError(f"cannot write to the process: {exc}") from exc
+
+    def kill(self) -> None:
+        """SIGKILL the exec'd process group inside the container (and its session, where pkill exists)."""
+        pidfile = f"{PID_DIR}/{self.token}"
+        script = (
+            f'p=$(cat {pidfile} 2>/dev/null) && [ -n "$p" ] && kill -KILL -- -$p 2>/dev/null; '
+            f'[ -n "$p" ] && command -v pkill >/dev/null && pkill -KILL -s $p; rm -f {pidfile}'
+        )
+        with suppress(SandboxError):  # the container is gone, and the process with it
+            self._box.run_quick(script)
+        if self._sock is not None:
+            self._sock.close()
+
+    @property
+    def exit_code(self) -> int | None:
+        if self._exit_code is None:
+            self.alive()
+        return self._exit_code
+
+    @property
+    def dropped(self) -> int:
+        return self._buffer.dropped
+
+
+class DockerSandbox:
+    """`docker:<container>`: attach to a running container and leave it running afterwards."""
+
+    owned = False
+
+    def __init__(
+        self,
+        client: Any,
+        container: Any,
+        workdir: str = DEFAULT_WORKDIR,
+        output_limit: int = 1 << 20,
+        keep: bool = False,
+    ) -> None:
+        self.client, self.api, self.container = client, client.api, container
+        self.id, self.name = container.id, container.name
+        self.workdir = workdir
+        self.output_limit = output_limit
+        self.keep = keep
+        self.spec = f"docker:{self.name}"
+        self._procs: list[DockerProcess] = []
+        self._lock = threading.Lock()
+        self.run_quick(f"mkdir -p {shlex.quote(workdir)} {PID_DIR}")
+
+    @classmethod
+    def from_spec(cls, rest: str, workdir: str | None = None, **opts: Any) -> DockerSandbox:
+        import docker
+
+        client = connect()
+        try:
+            container = client.containers.get(rest)
+        except docker.errors.NotFound as exc:
+            raise SandboxError(
+                f"no container named {rest!r}", hint=f"docker run -d --name {rest} IMAGE sleep infinity"
+            ) from exc
+        if container.status != "running":
+            raise SandboxError(f"container {rest!r} is {container.status}, not running", hint=f"docker start {rest}")
+        return cls(client, container, workdir or DEFAULT_WORKDIR, **opts)
+
+    @property
+    def image_workdir(self) -> str:
+        """The image's WORKDIR: where terminal-bench runs the task's tests."""
+        return self.container.attrs.get("Config", {}).get("WorkingDir") or "/"
+
+    # --- plumbing ----------------------------------------------------------------------------------------
+
+    def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """An Engine API call; a vanished or stopped container becomes a SandboxError (exit 6)."""
+        import docker
+        import requests
+
+        try:
+            return fn(*args, **kwargs)
+        except docker.errors.NotFound as exc:
+            raise SandboxError(f"container {self.name} no longer exists") from exc
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"container {self.name}: {exc.explanation or exc}") from exc
+        except (requests.RequestException, docker.errors.DockerException) as exc:
+            raise SandboxError(f"the docker daemon failed: {exc}") from exc
+
+    def run_quick(self, script: str) -> None:
+        exec_id = self.call(self.api.exec_create, self.id, ["sh", "-c", script], user="root")["Id"]
+        self.call(self.api.exec_start, exec_id)
+
+    # --- the Sandbox seam --------------------------------------------------------------------------------
+
+    def spawn(
+        self,
+        command: str,
+        tty: bool = True,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        user: str | None = None,
+    ) -> DockerProcess:
+        base = {"TERM": "xterm", "PYTHONUNBUFFERED": "1"} if tty else {"TERM": "dumb"}
+        proc = DockerProcess(
+            self,
+            command,
+            tty=tty,
+            cwd=cwd or self.workdir,
+            env={**base, **(env or {})},
+            user=user,
+            limit=self.output_limit,
+        )
+        with self._lock:
+            self._procs.append(proc)
+        return proc
+
+    def exec(self, command: str, timeout: float, cwd: str | None = None, user: str | None = None) -> ExecResult:
+        proc = self.spawn(command, tty=False, cwd=cwd, user=user)
+        timed_out = not proc.wait(timeout)
+        if timed_out:
+            proc.kill()
+        with self._lock:
+            self._procs.remove(proc)
+        return ExecResult(
+            output=proc.read_available(),
+            exit_code=None if timed_out else proc.exit_code,
+            timed_out=timed_out,
+            dropped=proc.dropped,
+        )
+
+    def _abs(self, path: str) -> PurePosixPath:
+        p = PurePosixPath(path)
+        return p if p.is_absolute() else PurePosixPath(self.workdir) / p
+
+    def write_file(self, path: str, data: bytes) -> None:
+        # Members are named relative to "/", so the daemon creates missing parent directories itself.
+        target = self._abs(path)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo(str(target).lstrip("/"))
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+        self.call(self.api.put_archive, self.id, "/", buf.getvalue())
+
+    def read_file(self, path: str) -> bytes:
+        stream, _stat = self.call(self.api.get_archive, self.id, str(self._abs(path)))
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            member = tar.next()
+            extracted = tar.extractfile(member) if member else None
+            if extracted is None:
+                raise SandboxError(f"{path} is not a regular file")
+            return extracted.read()
+
+    def put(self, src: Path, dest: str) -> None:
+        target = str(self._abs(dest)).lstrip("/")
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            tar.add(str(src), arcname=target)
+        self.call(self.api.put_archive, self.id, "/", buf.getvalue())
+
+    def close(self) -> None:
+        with self._lock:
+            procs, self._procs = self._procs, []
+        for proc in procs:
+            proc.kill()
+        with contextlib.suppress(SandboxError):
+            self.run_quick(f"rm -rf {PID_DIR}")
+
+
+class DockerImageSandbox(DockerSandbox):
+    """`docker-image:<image>`: a fresh container (`sleep infinity`), removed on close unless kept."""
+
+    owned = True
+
+    @classmethod
+    def from_spec(
+        cls, rest: str, workdir: str | None = None, network: str | None = None, keep: bool = False, **opts: Any
+    ) -> DockerImageSandbox:
+        import docker
+
+        client = connect()
+        if network is None:  # a daemon started without a bridge can only run containers without a network
+            network = "bridge" if client.networks.list(names=["bridge"]) else "none"
+        try:
+            container = client.containers.create(
+                rest,
+                ["sleep", "infinity"],
+                detach=True,
+                network_mode=network,
+                name=f"oc-repl-{uuid.uuid4().hex[:10]}",
+                labels={"oc-repl": "1"},
+            )
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxError(
+                f"image {rest!r} not found", hint="build it first, e.g. docker build -t NAME DIR"
+            ) from exc
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"cannot create a container from {rest!r}: {exc.explanation or exc}") from exc
+        try:
+            container.start()
+            container.reload()
+            box = cls(client, container, workdir or DEFAULT_WORKDIR, keep=keep, **opts)
+        except BaseException:
+            container.remove(force=True)
+            raise
+        box.spec = f"docker-image:{rest}"
+        return box
+
+    def close(self) -> None:
+        if self.keep:
+            return super().close()
+        with self._lock:
+            self._procs = []
+        with suppress(Exception):  # already gone: nothing left to remove
+            self.container.remove(force=True)

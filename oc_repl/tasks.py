@@ -1,0 +1,86 @@
+"""terminal-bench task directories: instruction and limits from task.yaml, tests run after the agent."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from oc_repl.errors import UsageError
+from oc_repl.events import VerifyCompleted
+from oc_repl.types import Sandbox
+from oc_repl.verify import TAIL_BYTES, parse_pytest_summary
+
+TESTS_DEST = "/tests"
+
+
+@dataclass
+class TaskDir:
+    path: Path
+    name: str
+    instruction: str
+    max_agent_timeout_sec: float = 360.0
+    max_test_timeout_sec: float = 60.0
+
+    @property
+    def dockerfile(self) -> Path:
+        return self.path / "Dockerfile"
+
+
+def load_task_dir(path: Path) -> TaskDir:
+    import yaml
+
+    spec = path / "task.yaml"
+    if not spec.is_file():
+        raise UsageError(f"{path} is not a terminal-bench task directory: it has no task.yaml")
+    try:
+        data = yaml.safe_load(spec.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise UsageError(f"cannot parse {spec}: {exc}") from exc
+    instruction = data.get("instruction")
+    if not isinstance(instruction, str) or not instruction.strip():
+        raise UsageError(f"{spec} has no instruction")
+    for needed in ("run-tests.sh", "tests"):
+        if not (path / needed).exists():
+            raise UsageError(f"task {path.name} has no {needed}")
+    return TaskDir(
+        path=path.resolve(),
+        name=path.resolve().name,
+        instruction=instruction,
+        max_agent_timeout_sec=float(data.get("max_agent_timeout_sec", 360)),
+        max_test_timeout_sec=float(data.get("max_test_timeout_sec", 60)),
+    )
+
+
+@dataclass
+class TaskVerifier:
+    """Copies run-tests.sh and tests/ to /tests after the agent and runs them; resolved = every test passed."""
+
+    task: TaskDir
+    cwd: str | None = None  # the image's WORKDIR
+    timeout: float | None = None
+
+    def describe(self) -> str:
+        return f"bash {TESTS_DEST}/run-tests.sh ({self.task.name})"
+
+    def run(self, sandbox: Sandbox) -> VerifyCompleted:
+        sandbox.exec(f"mkdir -p {TESTS_DEST}", timeout=30)
+        sandbox.put(self.task.path / "run-tests.sh", f"{TESTS_DEST}/run-tests.sh")
+        for item in sorted((self.task.path / "tests").iterdir()):  # flattened into /tests, as upstream does
+            sandbox.put(item, f"{TESTS_DEST}/{item.name}")
+        command = f"TEST_DIR={TESTS_DEST} bash {shlex.quote(TESTS_DEST + '/run-tests.sh')}"
+        timeout = self.timeout or self.task.max_test_timeout_sec
+        result = sandbox.exec(command, timeout=timeout, cwd=self.cwd)
+        text = result.output.decode("utf-8", "replace")
+        summary = parse_pytest_summary(text)
+        resolved = bool(summary and summary.total and summary.passed == summary.total and not result.timed_out)
+        return VerifyCompleted(
+            command=self.describe(),
+            passed=resolved,
+            exit_code=result.exit_code,
+            tests_passed=summary.passed if summary else 0,
+            tests_total=summary.total if summary else 0,
+            failed_tests=summary.failed if summary else [],
+            output_tail=text[-TAIL_BYTES:],
+            timed_out=result.timed_out,
+        )
