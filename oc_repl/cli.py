@@ -26,7 +26,18 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             type=click.Choice(["training", "camel-0.2.85", "full"]),
             help="camel history mode: what the model saw in training (default), camel<=0.2.85, or standard.",
         ),
-        click.option("--sandbox", help="Where commands run: local:<dir> (default local:.)."),
+        click.option(
+            "--sandbox",
+            help="Where commands run: local:<dir> (default local:.), docker:<container>, docker-image:<image>.",
+        ),
+        click.option("--workdir", help="Working directory in a docker sandbox (default /workspace, as trained)."),
+        click.option("--docker-network", help="Network of a created container (default: none without a bridge)."),
+        click.option("--keep", is_flag=True, default=None, help="Keep a created container and print its name."),
+        click.option(
+            "--observation-limit",
+            type=int,
+            help="camel: characters of a tool result the model sees, head and tail kept (16384; 0 = no limit).",
+        ),
         click.option("--max-turns", type=int, help="Model turns per task (default 12)."),
         click.option("--loop-limit", type=int, help="Identical turns in a row that stop the run (default 3; 0 off)."),
         click.option(
@@ -89,7 +100,13 @@ def main(ctx: click.Context) -> None:
 @run_options
 @click.option("--json", "json_output", is_flag=True, default=None, help="JSONL events on stdout instead of the answer.")
 @click.option("--task-name", help="Task name shown to the model (default: derived from the instruction).")
-@click.argument("instruction", nargs=-1, required=True)
+@click.option(
+    "--task",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A terminal-bench task directory: its image, instruction and tests.",
+)
+@click.option("--image", help="With --task: use this image instead of building the task's Dockerfile.")
+@click.argument("instruction", nargs=-1)
 def run(instruction: tuple[str, ...], **params: Any) -> None:
     """Run one task; stdout gets the final answer, the exit code the outcome."""
     from oc_repl.errors import OcReplError

@@ -35,6 +35,12 @@ class RunSettings(BaseModel):
     protocol: str = "camel-terminal-toolkit"
     history: Literal["training", "camel-0.2.85", "full"] = "training"
     sandbox: str = "local:."
+    workdir: str | None = None
+    docker_network: str | None = None
+    keep: bool = False
+    task: Path | None = None
+    image: str | None = None
+    observation_limit: int | None = Field(default=None, ge=0)
     max_turns: int = Field(default=12, ge=1)
     loop_limit: int = Field(default=3, ge=0)
     sampling: Literal["default", "training"] = "default"
@@ -60,7 +66,7 @@ class RunSettings(BaseModel):
         return chosen
 
 
-FILE_KEYS = set(RunSettings.model_fields) - {"json_output", "yes", "transcript"}
+FILE_KEYS = set(RunSettings.model_fields) - {"json_output", "yes", "transcript", "task", "image", "keep"}
 
 
 def config_path() -> Path:

@@ -40,6 +40,12 @@ class SandboxError(OcReplError):
     kind = "sandbox"
 
 
+class SandboxLost(SandboxError):
+    """The sandbox itself is gone (container removed or stopped, daemon unreachable): the run cannot go on."""
+
+    kind = "sandbox_lost"
+
+
 class StopRun(OcReplError):
     """The loop stops early on purpose (loop detected, too many parse errors)."""
 

@@ -149,6 +149,7 @@ class ThreadCompleted(_Model):
     turns: int = 0
     tool_calls_native: int = 0
     tool_calls_salvaged: int = 0
+    kept_container: str = ""  # a container left running on purpose (--keep)
 
 
 class Error(_Model):

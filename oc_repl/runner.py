@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import sys
@@ -13,7 +14,8 @@ from oc_repl import events as ev
 from oc_repl.agent import Agent, Outcome
 from oc_repl.config import RunSettings
 from oc_repl.errors import OcReplError, SandboxError, UsageError
-from oc_repl.types import Task
+from oc_repl.types import AgentProtocol, Sandbox, Task
+from oc_repl.verify import Verifier
 
 # The verifier decides the outcome whenever the loop ended in a state worth checking.
 VERIFIABLE = {"done", "turn_cap", "loop", "parse_errors"}
@@ -74,12 +76,46 @@ def _consent(settings: RunSettings) -> None:
     )
 
 
+def _sandbox_options(settings: RunSettings) -> dict[str, Any]:
+    if settings.sandbox.startswith("docker-image:"):
+        return {"workdir": settings.workdir, "network": settings.docker_network, "keep": settings.keep}
+    if settings.sandbox.startswith("docker:"):
+        return {"workdir": settings.workdir}
+    return {}
+
+
+def _prepare(settings: RunSettings, instruction: str) -> tuple[Task, Sandbox, Verifier | None]:
+    """The task, the sandbox it runs in, and what checks it, from the settings (a task dir brings all three)."""
+    from oc_repl.sandbox import open_sandbox
+
+    if settings.task is not None:
+        from oc_repl.tasks import TaskVerifier, build_image, load_task_dir
+
+        if instruction or settings.verify or settings.verify_file:
+            raise UsageError("--task brings its own instruction and tests; drop the instruction and --verify")
+        task_dir = load_task_dir(settings.task)
+        image = settings.image or build_image(task_dir)
+        sandbox = open_sandbox(
+            f"docker-image:{image}", workdir=settings.workdir, network=settings.docker_network, keep=settings.keep
+        )
+        verifier: Verifier | None = TaskVerifier(task_dir, cwd=sandbox.image_workdir)  # type: ignore[attr-defined]
+        return Task(name=settings.task_name or task_dir.name, instruction=task_dir.instruction), sandbox, verifier
+    if not instruction.strip():
+        raise UsageError("no task given", hint='oc-repl run "what to do"  (or --task DIR)')
+    _consent(settings)
+    sandbox = open_sandbox(settings.sandbox, **_sandbox_options(settings))
+    verifier = None
+    if settings.verify or settings.verify_file:
+        from oc_repl.verify import CommandVerifier
+
+        verifier = CommandVerifier(settings.verify or "", settings.verify_file, settings.verify_timeout)
+    return Task(name=settings.task_name or task_name_for(instruction), instruction=instruction), sandbox, verifier
+
+
 def run_task(settings: RunSettings, instruction: str) -> int:
     from oc_repl import protocols
     from oc_repl.client import ChatClient
-    from oc_repl.sandbox import open_sandbox
     from oc_repl.transcript import TranscriptWriter, default_path
-    from oc_repl.verify import Verifier
 
     _interrupt_on_sigterm()
     thread_id = uuid.uuid4().hex[:12]
@@ -106,19 +142,21 @@ def run_task(settings: RunSettings, instruction: str) -> int:
         idle_timeout=settings.idle_timeout,
         on_retry=on_retry,
     )
-    outcome, verify, sandbox, protocol = Outcome(status="error"), None, None, None
+    outcome, verify, kept = Outcome(status="error"), None, ""
+    protocol: AgentProtocol | None = None
+    sandbox: Sandbox | None = None
     try:
-        protocol = protocols.create(settings.protocol, history=settings.history)
-        _consent(settings)
-        sandbox = open_sandbox(settings.sandbox)
+        protocol = protocols.create(
+            settings.protocol, history=settings.history, observation_limit=settings.observation_limit
+        )
+        task, sandbox, verifier = _prepare(settings, instruction)
         model = client.resolve_model()
-        task = Task(name=settings.task_name or task_name_for(instruction), instruction=instruction)
         emit(
             ev.ThreadStarted(
                 thread_id=thread_id,
                 model=model,
                 protocol=settings.protocol,
-                sandbox=settings.sandbox,
+                sandbox=sandbox.spec,
                 api_base=settings.api_base,
                 task_name=task.name,
                 assets=[ev.AssetInfo(**vars(a)) for a in protocol.assets()],
@@ -141,8 +179,7 @@ def run_task(settings: RunSettings, instruction: str) -> int:
             sampling=settings.sampling_options(),
         )
         outcome = agent.run(task)
-        verifier = Verifier(settings.verify or "", settings.verify_file, settings.verify_timeout)
-        if (settings.verify or settings.verify_file) and outcome.status in VERIFIABLE:
+        if verifier is not None and outcome.status in VERIFIABLE:
             verify = verifier.run(sandbox)
             emit(verify)
     except OcReplError as exc:
@@ -151,12 +188,7 @@ def run_task(settings: RunSettings, instruction: str) -> int:
     except KeyboardInterrupt:
         outcome.status = "interrupted"
     finally:
-        try:
-            for closing in (getattr(protocol, "close", None), getattr(sandbox, "close", None)):
-                if closing:
-                    closing()
-        except (SandboxError, KeyboardInterrupt):
-            pass
+        kept = _close(protocol, sandbox)
     status, code = exit_status(outcome, verify)
     emit(
         ev.ThreadCompleted(
@@ -164,11 +196,25 @@ def run_task(settings: RunSettings, instruction: str) -> int:
             exit_code=code,
             final_answer=outcome.final_answer,
             turns=outcome.turns,
-            tool_calls_native=getattr(client, "native_calls", 0),
-            tool_calls_salvaged=getattr(client, "salvaged_calls", 0),
+            tool_calls_native=client.native_calls,
+            tool_calls_salvaged=client.salvaged_calls,
+            kept_container=kept,
         )
     )
     transcript.close()
     if not settings.json_output and outcome.final_answer:
         sys.stdout.write(outcome.final_answer.rstrip("\n") + "\n")
     return code
+
+
+def _close(protocol: AgentProtocol | None, sandbox: Sandbox | None) -> str:
+    """Stop what the run left running; a sandbox that is already gone is not a second error.
+
+    Returns the name of a container kept on purpose (--keep), for the user to find it.
+    """
+    for closing in (protocol and protocol.close, sandbox and sandbox.close):
+        if not closing:
+            continue
+        with contextlib.suppress(SandboxError, KeyboardInterrupt):
+            closing()
+    return getattr(sandbox, "name", "") if getattr(sandbox, "keep", False) else ""

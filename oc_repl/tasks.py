@@ -64,13 +64,13 @@ class TaskVerifier:
         return f"bash {TESTS_DEST}/run-tests.sh ({self.task.name})"
 
     def run(self, sandbox: Sandbox) -> VerifyCompleted:
-        sandbox.exec(f"mkdir -p {TESTS_DEST}", timeout=30)
+        sandbox.exec(f"mkdir -p {TESTS_DEST}", timeout=30, user="root")
         sandbox.put(self.task.path / "run-tests.sh", f"{TESTS_DEST}/run-tests.sh")
         for item in sorted((self.task.path / "tests").iterdir()):  # flattened into /tests, as upstream does
             sandbox.put(item, f"{TESTS_DEST}/{item.name}")
         command = f"TEST_DIR={TESTS_DEST} bash {shlex.quote(TESTS_DEST + '/run-tests.sh')}"
         timeout = self.timeout or self.task.max_test_timeout_sec
-        result = sandbox.exec(command, timeout=timeout, cwd=self.cwd)
+        result = sandbox.exec(command, timeout=timeout, cwd=self.cwd, user="root")
         text = result.output.decode("utf-8", "replace")
         summary = parse_pytest_summary(text)
         resolved = bool(summary and summary.total and summary.passed == summary.total and not result.timed_out)
@@ -84,3 +84,46 @@ class TaskVerifier:
             output_tail=text[-TAIL_BYTES:],
             timed_out=result.timed_out,
         )
+
+
+def _base_images(dockerfile: Path) -> list[str]:
+    bases, stages = [], set()
+    for line in dockerfile.read_text(encoding="utf-8").splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0].upper() == "FROM":
+            args = [w for w in words[1:] if not w.startswith("--")]
+            if args and args[0] not in stages and args[0].lower() != "scratch":
+                bases.append(args[0])
+            if len(args) >= 3 and args[1].upper() == "AS":
+                stages.add(args[2])
+    return bases
+
+
+def build_image(task: TaskDir, pull: bool = False) -> str:
+    """Build the task's Dockerfile with the Engine API; a base image that is not here is an error, not a hang."""
+    import docker
+
+    from oc_repl.errors import SandboxError
+    from oc_repl.sandbox.docker import connect
+
+    if not task.dockerfile.is_file():
+        raise UsageError(f"task {task.name} has no Dockerfile", hint="pass --image to use an existing image")
+    client = connect()
+    if not pull:
+        for base in _base_images(task.dockerfile):
+            try:
+                client.images.get(base)
+            except docker.errors.ImageNotFound as exc:
+                raise SandboxError(
+                    f"task {task.name} builds FROM {base}, which is not available locally",
+                    hint="build or load that image first (e.g. .ci/test-image.sh for the examples), or pass --image",
+                ) from exc
+    tag = f"oc-repl-task-{task.name.lower()}:latest"
+    try:
+        client.images.build(path=str(task.path), tag=tag, rm=True, pull=pull)
+    except docker.errors.BuildError as exc:
+        tail = "".join(str(chunk.get("stream") or chunk.get("error") or "") for chunk in list(exc.build_log)[-15:])
+        raise SandboxError(f"building the image of task {task.name} failed: {exc.msg}", hint=tail.strip()) from exc
+    except docker.errors.APIError as exc:
+        raise SandboxError(f"building the image of task {task.name} failed: {exc.explanation or exc}") from exc
+    return tag

@@ -7,6 +7,7 @@ import shlex
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from oc_repl.events import VerifyCompleted
 from oc_repl.types import Sandbox
@@ -45,8 +46,15 @@ def parse_pytest_summary(text: str) -> PytestSummary | None:
     return PytestSummary(passed=passed, total=passed + len(failed), failed=failed)
 
 
+class Verifier(Protocol):
+    """Anything that checks a sandbox objectively after the agent is done."""
+
+    def describe(self) -> str: ...
+    def run(self, sandbox: Sandbox) -> VerifyCompleted: ...
+
+
 @dataclass
-class Verifier:
+class CommandVerifier:
     """`--verify CMD` runs CMD in the sandbox; `--verify-file F` copies F in and runs it with bash."""
 
     command: str = ""

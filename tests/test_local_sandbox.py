@@ -249,6 +249,6 @@ def test_open_sandbox_specs(tmp_path: Path):
         assert box.spec == f"local:{tmp_path / 'new'}" and box.workdir == str(tmp_path / "new")
     finally:
         box.close()
-    for spec in ("ftp:x", "nothing", "local:", "docker:some-container"):
+    for spec in ("ftp:x", "nothing", "local:", "docker:"):
         with pytest.raises(UsageError):
             open_sandbox(spec)

@@ -42,8 +42,13 @@ def names() -> list[str]:
 
 
 def create(name: str, **options: Any) -> AgentProtocol:
+    """Build a protocol; options its kind does not take (say, --history for a keystroke protocol) are left out."""
+    import inspect
+
     target = BUILTIN.get(name) or _entry_points().get(name)
     if target is None:
         raise UsageError(f"unknown protocol {name!r}; known: {', '.join(names())}")
     module, _, attr = target.partition(":")
-    return getattr(import_module(module), attr)(**options)
+    cls = getattr(import_module(module), attr)
+    accepted = inspect.signature(cls).parameters
+    return cls(**{k: v for k, v in options.items() if k in accepted and v is not None})

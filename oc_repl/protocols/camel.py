@@ -21,7 +21,7 @@ from typing import Any, Literal
 from oc_repl.errors import ParseErrorLimit, UsageError
 from oc_repl.events import CommandExecution, FileChange, ItemCompleted, ItemStarted, ParseError
 from oc_repl.protocols import load_asset
-from oc_repl.protocols.camel_tools import CamelTerminalTools
+from oc_repl.protocols.camel_tools import OBSERVATION_LIMIT, CamelTerminalTools
 from oc_repl.types import Asset, Emit, Message, Reply, Request, Sandbox, Step, Task, ToolCall
 
 NAME = "camel-terminal-toolkit"
@@ -104,6 +104,7 @@ class CamelProtocol:
         relative_paths: Literal["workdir", "root"] = "workdir",
         default_timeout: float = 20.0,
         workdir: str | None = None,
+        observation_limit: int = OBSERVATION_LIMIT,
     ) -> None:
         if history not in HISTORY_MODES:
             raise UsageError(f"unknown history mode {history!r}; known: {', '.join(HISTORY_MODES)}")
@@ -116,6 +117,7 @@ class CamelProtocol:
         self.relative_paths = relative_paths
         self.default_timeout = default_timeout
         self.workdir = workdir
+        self.observation_limit = observation_limit
         system, self._system_asset = load_asset(NAME, "system.txt")
         self._system = system.decode("utf-8")
         tools, self._tools_asset = load_asset(NAME, "tools.json")
@@ -186,6 +188,7 @@ class CamelProtocol:
                 workdir=self.workdir,
                 default_timeout=self.default_timeout,
                 relative_paths=self.relative_paths,
+                observation_limit=self.observation_limit,
             )
         return self._toolbox
 

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from oc_repl.errors import SandboxError
+from oc_repl.errors import SandboxError, SandboxLost
 from oc_repl.sandbox.text import terminal_text
 from oc_repl.types import Process, Sandbox
 
@@ -42,6 +42,17 @@ IDLE_S, MAX_S = 0.5, 5.0
 # Before the input goes in, output still pending is collected the same way (shorter) and dropped, as upstream did.
 DRAIN_IDLE_S, DRAIN_MAX_S = 0.3, 2.0
 _POLL_S = 0.05
+# Upstream returned whole outputs and let the prompt be cut later; one huge output would fill this model's 16k
+# context on its own, so results keep their first and last halves of this many characters.
+OBSERVATION_LIMIT = 16384
+
+
+def cap_text(text: str, limit: int) -> str:
+    if limit <= 0 or len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted ...]\n{text[-half:]}"
+
 
 # tool -> parameter -> (JSON types accepted, may be left out). Leaving out an optional parameter means its default;
 # an explicit null is a value of its own (for `block`, null starts a background session, as upstream's `if block:`).
@@ -114,8 +125,10 @@ class CamelTerminalTools:
         workdir: str | None = None,
         default_timeout: float = 20.0,
         relative_paths: Literal["workdir", "root"] = "workdir",
+        observation_limit: int = OBSERVATION_LIMIT,
     ) -> None:
         self.sandbox = sandbox
+        self.observation_limit = observation_limit
         self.workdir = workdir or sandbox.workdir
         self.default_timeout = default_timeout
         self.relative_paths = relative_paths
@@ -129,9 +142,13 @@ class CamelTerminalTools:
             return ToolResult(f"[TOOL_ERROR] unknown tool: {name}", "failed")
         try:
             check_arguments(name, arguments)
-            return getattr(self, name)(**arguments)
+            result = getattr(self, name)(**arguments)
+        except SandboxLost:
+            raise  # not the model's doing: the run ends with a sandbox error
         except Exception as exc:
             return ToolResult(f"[TOOL_ERROR] {name}: {type(exc).__name__}: {exc}", "failed")
+        result.text = cap_text(result.text, self.observation_limit)
+        return result
 
     # --- the tools ----------------------------------------------------------------------------------------------
 

@@ -92,6 +92,8 @@ class HumanRenderer:
         style = "green" if e.exit_code == 0 else "red"
         calls = f" · tool calls {e.tool_calls_native} native / {e.tool_calls_salvaged} salvaged"
         self.console.print(Text(f"■ {e.status} · exit {e.exit_code} · {e.turns} turns{calls}", style=style))
+        if e.kept_container:
+            self.console.print(Text(f"kept container {e.kept_container}", style="bold"))
 
     def on_error(self, e: Any) -> None:
         label = "retrying" if e.retrying else "error"

@@ -12,9 +12,9 @@ from oc_repl.types import Sandbox
 # Each driver class offers `from_spec(rest, **opts)`, `rest` being what follows the scheme.
 DRIVERS: dict[str, str] = {
     "local": "oc_repl.sandbox.local:LocalSandbox",
+    "docker": "oc_repl.sandbox.docker:DockerSandbox",
+    "docker-image": "oc_repl.sandbox.docker:DockerImageSandbox",
 }
-# Accepted in specs already, driven later: attach to a running container / create one from an image.
-PLANNED = ("docker", "docker-image")
 
 _FORMS = "local:<dir>, docker:<container> or docker-image:<image>"
 
@@ -25,8 +25,6 @@ def open_sandbox(spec: str, **opts: Any) -> Sandbox:
         raise UsageError(f"sandbox {spec!r} is not of the form scheme:target", hint=f"use {_FORMS}")
     target = DRIVERS.get(scheme)
     if target is None:
-        if scheme in PLANNED:
-            raise UsageError(f"the {scheme!r} sandbox driver is not available yet", hint="use local:<dir> for now")
         raise UsageError(f"unknown sandbox scheme {scheme!r} in {spec!r}", hint=f"use {_FORMS}")
     module, _, name = target.partition(":")
     return getattr(import_module(module), name).from_spec(rest, **opts)

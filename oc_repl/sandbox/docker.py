@@ -20,7 +20,7 @@ from contextlib import suppress
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from oc_repl.errors import SandboxError
+from oc_repl.errors import SandboxError, SandboxLost
 from oc_repl.sandbox.capture import CappedBuffer, OutputReader
 from oc_repl.types import ExecResult
 
@@ -199,11 +199,13 @@ class DockerSandbox:
         try:
             return fn(*args, **kwargs)
         except docker.errors.NotFound as exc:
-            raise SandboxError(f"container {self.name} no longer exists") from exc
+            raise SandboxLost(f"container {self.name} no longer exists") from exc
         except docker.errors.APIError as exc:
+            if exc.status_code == 409:  # "is not running" / "is paused"
+                raise SandboxLost(f"container {self.name}: {exc.explanation or exc}") from exc
             raise SandboxError(f"container {self.name}: {exc.explanation or exc}") from exc
         except (requests.RequestException, docker.errors.DockerException) as exc:
-            raise SandboxError(f"the docker daemon failed: {exc}") from exc
+            raise SandboxLost(f"the docker daemon failed: {exc}") from exc
 
     def run_quick(self, script: str) -> None:
         exec_id = self.call(self.api.exec_create, self.id, ["sh", "-c", script], user="root")["Id"]

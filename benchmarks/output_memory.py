@@ -1,0 +1,50 @@
+"""Peak memory of a command that prints 1 GB, against the same run printing nothing (measured in the same run).
+
+Output is capped while it is captured, so the client's peak RSS must barely move.
+Run: python benchmarks/output_memory.py [--gigabytes 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CHILD = """
+import resource, sys, tempfile
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from oc_repl.protocols.camel_tools import CamelTerminalTools
+from oc_repl.sandbox.local import LocalSandbox
+with tempfile.TemporaryDirectory() as tmp:
+    box = LocalSandbox(Path(tmp))
+    tools = CamelTerminalTools(box)
+    result = tools.call("shell_exec", {{"id": "a", "command": {command!r}, "block": True, "timeout": 600}})
+    box.close()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, len(result.text))
+"""
+
+
+def measure(command: str) -> tuple[int, int, float]:
+    root = str(Path(__file__).resolve().parent.parent)
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", CHILD.format(root=root, command=command)], check=True,
+                         capture_output=True, text=True).stdout.split()
+    return int(out[0]), int(out[1]), time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--gigabytes", type=int, default=1)
+    gb = parser.parse_args().gigabytes
+    base_rss, base_len, base_t = measure("true")
+    big_rss, big_len, big_t = measure(f"head -c {gb}G /dev/zero | tr '\\\\0' x")
+    print(f"shell_exec 'true'           peak RSS {base_rss / 1024:8.1f} MB   result {base_len:>8} chars  {base_t:5.2f} s")
+    print(f"shell_exec printing {gb} GB    peak RSS {big_rss / 1024:8.1f} MB   result {big_len:>8} chars  {big_t:5.2f} s")
+    print(f"ratio {big_rss / base_rss:.2f}x, growth {(big_rss - base_rss) / 1024:.1f} MB for {gb * 1024} MB printed")
+
+
+if __name__ == "__main__":
+    main()
