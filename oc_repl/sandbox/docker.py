@@ -127,7 +127,7 @@ class DockerProcess:
         """SIGKILL the exec'd process group inside the container (and its session, where pkill exists)."""
         pidfile = f"{PID_DIR}/{self.token}"
         script = (
-            f'p=$(cat {pidfile} 2>/dev/null) && [ -n "$p" ] && kill -KILL -- -$p 2>/dev/null; '
+            f'p=$(cat {pidfile} 2>/dev/null) && [ -n "$p" ] && kill -KILL -$p 2>/dev/null; '
             f'[ -n "$p" ] && command -v pkill >/dev/null && pkill -KILL -s $p; rm -f {pidfile}'
         )
         with suppress(SandboxError):  # the container is gone, and the process with it
