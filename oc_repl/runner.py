@@ -8,6 +8,7 @@ import signal
 import sys
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from oc_repl import events as ev
@@ -84,41 +85,186 @@ def _sandbox_options(settings: RunSettings) -> dict[str, Any]:
     return {}
 
 
-def _prepare(settings: RunSettings, instruction: str) -> tuple[Task, Sandbox, Verifier | None]:
-    """The task, the sandbox it runs in, and what checks it, from the settings (a task dir brings all three)."""
+def _task_dir_parts(settings: RunSettings, instruction: str) -> tuple[Task, Sandbox, Verifier]:
+    """A terminal-bench task dir brings the instruction, the image to run in and the tests that judge it."""
     from oc_repl.sandbox import open_sandbox
+    from oc_repl.tasks import TaskVerifier, build_image, load_task_dir
 
-    if settings.task is not None:
-        from oc_repl.tasks import TaskVerifier, build_image, load_task_dir
+    assert settings.task is not None
+    if instruction or settings.verify or settings.verify_file:
+        raise UsageError("--task brings its own instruction and tests; drop the instruction and --verify")
+    task_dir = load_task_dir(settings.task)
+    image = settings.image or build_image(task_dir)
+    sandbox = open_sandbox(
+        f"docker-image:{image}", workdir=settings.workdir, network=settings.docker_network, keep=settings.keep
+    )
+    verifier = TaskVerifier(task_dir, cwd=sandbox.image_workdir)  # type: ignore[attr-defined]
+    return Task(name=settings.task_name or task_dir.name, instruction=task_dir.instruction), sandbox, verifier
 
-        if instruction or settings.verify or settings.verify_file:
-            raise UsageError("--task brings its own instruction and tests; drop the instruction and --verify")
-        task_dir = load_task_dir(settings.task)
-        image = settings.image or build_image(task_dir)
-        sandbox = open_sandbox(
-            f"docker-image:{image}", workdir=settings.workdir, network=settings.docker_network, keep=settings.keep
+
+def command_verifier(settings: RunSettings) -> Verifier | None:
+    if not (settings.verify or settings.verify_file):
+        return None
+    from oc_repl.verify import CommandVerifier
+
+    return CommandVerifier(settings.verify or "", settings.verify_file, settings.verify_timeout)
+
+
+@dataclass
+class TaskResult:
+    status: str
+    exit_code: int
+    final_answer: str = ""
+    verify: ev.VerifyCompleted | None = None
+
+
+class Session:
+    """One conversation in one sandbox: what `oc-repl run` uses once and the interactive shell many times."""
+
+    def __init__(self, settings: RunSettings, emit: Callable[[Any], None], wrap_sandbox: Any = None) -> None:
+        from oc_repl.client import ChatClient
+
+        self.settings = settings
+        self.emit = emit
+        self.wrap_sandbox = wrap_sandbox  # e.g. the shell's per-command approval
+        self.client = ChatClient(
+            settings.api_base,
+            settings.api_key,
+            settings.model,
+            stream=settings.stream,
+            retries=settings.retries,
+            idle_timeout=settings.idle_timeout,
+            on_retry=self._on_retry,
         )
-        verifier: Verifier | None = TaskVerifier(task_dir, cwd=sandbox.image_workdir)  # type: ignore[attr-defined]
-        return Task(name=settings.task_name or task_dir.name, instruction=task_dir.instruction), sandbox, verifier
-    if not instruction.strip():
-        raise UsageError("no task given", hint='oc-repl run "what to do"  (or --task DIR)')
-    _consent(settings)
-    sandbox = open_sandbox(settings.sandbox, **_sandbox_options(settings))
-    verifier = None
-    if settings.verify or settings.verify_file:
-        from oc_repl.verify import CommandVerifier
+        self.protocol: AgentProtocol | None = None
+        self.sandbox: Sandbox | None = None
+        self.verifier: Verifier | None = command_verifier(settings)
+        self.thread_id = uuid.uuid4().hex[:12]
+        self.tasks_run = 0  # in the current conversation
 
-        verifier = CommandVerifier(settings.verify or "", settings.verify_file, settings.verify_timeout)
-    return Task(name=settings.task_name or task_name_for(instruction), instruction=instruction), sandbox, verifier
+    def _on_retry(self, message: str, attempt: int) -> None:
+        total = self.settings.retries + 1
+        self.emit(ev.Error(kind="server", message=f"{message} (attempt {attempt} of {total})", retrying=True))
+
+    # --- pieces, made when first needed ------------------------------------------------------------------------
+
+    def open_sandbox(self) -> Sandbox:
+        if self.sandbox is None:
+            from oc_repl.sandbox import open_sandbox
+
+            _consent(self.settings)
+            self.sandbox = open_sandbox(self.settings.sandbox, **_sandbox_options(self.settings))
+        return self.sandbox
+
+    def open_protocol(self) -> AgentProtocol:
+        if self.protocol is None:
+            from oc_repl import protocols
+
+            s = self.settings
+            self.protocol = protocols.create(s.protocol, history=s.history, observation_limit=s.observation_limit)
+        return self.protocol
+
+    def new_conversation(self) -> None:
+        if self.protocol is not None:
+            with contextlib.suppress(SandboxError):
+                self.protocol.close()
+        self.protocol, self.tasks_run, self.thread_id = None, 0, uuid.uuid4().hex[:12]
+
+    def close(self) -> str:
+        """Stop what the session left running; returns the name of a container kept on purpose (--keep)."""
+        self.new_conversation()
+        sandbox, self.sandbox = self.sandbox, None
+        if sandbox is None:
+            return ""
+        with contextlib.suppress(SandboxError, KeyboardInterrupt):
+            sandbox.close()
+        return getattr(sandbox, "name", "") if getattr(sandbox, "keep", False) else ""
+
+    # --- running -----------------------------------------------------------------------------------------------
+
+    def run(self, instruction: str, close_after: bool = False) -> TaskResult:
+        """One task in the current conversation, then the verifier, then `thread.completed`."""
+        outcome, verify, kept = Outcome(status="error"), None, ""
+        try:
+            task = self._task(instruction)
+            protocol, sandbox = self.open_protocol(), self.open_sandbox()
+            model = self.client.resolve_model()
+            self.emit(self._thread_started(model, task, sandbox, protocol))
+            agent = Agent(
+                self.client,
+                protocol,
+                self.wrap_sandbox(sandbox) if self.wrap_sandbox else sandbox,
+                self.emit,
+                max_turns=self.settings.max_turns,
+                loop_limit=self.settings.loop_limit,
+                sampling=self.settings.sampling_options(),
+            )
+            outcome = agent.run(task, follow_up=self.tasks_run > 0)
+            self.tasks_run += 1
+            if self.verifier is not None and outcome.status in VERIFIABLE:
+                verify = self.verify_now()
+        except OcReplError as exc:
+            self.emit(ev.Error(kind=exc.kind, message=exc.message, hint=exc.hint))
+            outcome.status = {2: "usage", 6: "sandbox_error", 5: "server_error"}.get(exc.exit_code, "error")
+        except KeyboardInterrupt:
+            outcome.status = "interrupted"
+        finally:
+            if close_after:
+                kept = self.close()
+        status, code = exit_status(outcome, verify)
+        self.emit(
+            ev.ThreadCompleted(
+                status=status,
+                exit_code=code,
+                final_answer=outcome.final_answer,
+                turns=outcome.turns,
+                tool_calls_native=self.client.native_calls,
+                tool_calls_salvaged=self.client.salvaged_calls,
+                kept_container=kept,
+            )
+        )
+        return TaskResult(status, code, outcome.final_answer, verify)
+
+    def verify_now(self, verifier: Verifier | None = None) -> ev.VerifyCompleted:
+        verifier = verifier or self.verifier
+        if verifier is None:
+            raise UsageError("no verifier set", hint="give one: --verify CMD, --verify-file F, or /verify CMD")
+        result = verifier.run(self.open_sandbox())
+        self.emit(result)
+        return result
+
+    def _task(self, instruction: str) -> Task:
+        if self.settings.task is not None and self.sandbox is None:
+            task, self.sandbox, self.verifier = _task_dir_parts(self.settings, instruction)
+            return task
+        if not instruction.strip():
+            raise UsageError("no task given", hint='oc-repl run "what to do"  (or --task DIR)')
+        return Task(name=self.settings.task_name or task_name_for(instruction), instruction=instruction)
+
+    def _thread_started(self, model: str, task: Task, sandbox: Sandbox, protocol: AgentProtocol) -> ev.ThreadStarted:
+        s = self.settings
+        return ev.ThreadStarted(
+            thread_id=self.thread_id,
+            model=model,
+            protocol=s.protocol,
+            sandbox=sandbox.spec,
+            api_base=s.api_base,
+            task_name=task.name,
+            assets=[ev.AssetInfo(**vars(a)) for a in protocol.assets()],
+            options={
+                "sampling": s.sampling_options(),
+                "history": s.history,
+                "stream": s.stream,
+                "max_turns": s.max_turns,
+                "follow_up": self.tasks_run > 0,
+            },
+        )
 
 
 def run_task(settings: RunSettings, instruction: str) -> int:
-    from oc_repl import protocols
-    from oc_repl.client import ChatClient
     from oc_repl.transcript import TranscriptWriter, default_path
 
     _interrupt_on_sigterm()
-    thread_id = uuid.uuid4().hex[:12]
     if settings.json_output:
         from oc_repl.render.jsonl import JsonlRenderer
 
@@ -127,94 +273,11 @@ def run_task(settings: RunSettings, instruction: str) -> int:
         from oc_repl.render.human import HumanRenderer
 
         renderer = HumanRenderer()
-    transcript = TranscriptWriter(settings.transcript or default_path(thread_id), secrets=(settings.api_key,))
-    emit = Fanout(transcript, renderer)
-
-    def on_retry(message: str, attempt: int) -> None:
-        emit(ev.Error(kind="server", message=f"{message} (attempt {attempt} of {settings.retries + 1})", retrying=True))
-
-    client = ChatClient(
-        settings.api_base,
-        settings.api_key,
-        settings.model,
-        stream=settings.stream,
-        retries=settings.retries,
-        idle_timeout=settings.idle_timeout,
-        on_retry=on_retry,
+    transcript = TranscriptWriter(
+        settings.transcript or default_path(uuid.uuid4().hex[:12]), secrets=(settings.api_key,)
     )
-    outcome, verify, kept = Outcome(status="error"), None, ""
-    protocol: AgentProtocol | None = None
-    sandbox: Sandbox | None = None
-    try:
-        protocol = protocols.create(
-            settings.protocol, history=settings.history, observation_limit=settings.observation_limit
-        )
-        task, sandbox, verifier = _prepare(settings, instruction)
-        model = client.resolve_model()
-        emit(
-            ev.ThreadStarted(
-                thread_id=thread_id,
-                model=model,
-                protocol=settings.protocol,
-                sandbox=sandbox.spec,
-                api_base=settings.api_base,
-                task_name=task.name,
-                assets=[ev.AssetInfo(**vars(a)) for a in protocol.assets()],
-                options={
-                    "sampling": settings.sampling_options(),
-                    "history": settings.history,
-                    "stream": settings.stream,
-                    "max_turns": settings.max_turns,
-                    "transcript": str(transcript.path),
-                },
-            )
-        )
-        agent = Agent(
-            client,
-            protocol,
-            sandbox,
-            emit,
-            max_turns=settings.max_turns,
-            loop_limit=settings.loop_limit,
-            sampling=settings.sampling_options(),
-        )
-        outcome = agent.run(task)
-        if verifier is not None and outcome.status in VERIFIABLE:
-            verify = verifier.run(sandbox)
-            emit(verify)
-    except OcReplError as exc:
-        emit(ev.Error(kind=exc.kind, message=exc.message, hint=exc.hint))
-        outcome.status = {2: "usage", 6: "sandbox_error", 5: "server_error"}.get(exc.exit_code, "error")
-    except KeyboardInterrupt:
-        outcome.status = "interrupted"
-    finally:
-        kept = _close(protocol, sandbox)
-    status, code = exit_status(outcome, verify)
-    emit(
-        ev.ThreadCompleted(
-            status=status,
-            exit_code=code,
-            final_answer=outcome.final_answer,
-            turns=outcome.turns,
-            tool_calls_native=client.native_calls,
-            tool_calls_salvaged=client.salvaged_calls,
-            kept_container=kept,
-        )
-    )
+    result = Session(settings, Fanout(transcript, renderer)).run(instruction, close_after=True)
     transcript.close()
-    if not settings.json_output and outcome.final_answer:
-        sys.stdout.write(outcome.final_answer.rstrip("\n") + "\n")
-    return code
-
-
-def _close(protocol: AgentProtocol | None, sandbox: Sandbox | None) -> str:
-    """Stop what the run left running; a sandbox that is already gone is not a second error.
-
-    Returns the name of a container kept on purpose (--keep), for the user to find it.
-    """
-    for closing in (protocol and protocol.close, sandbox and sandbox.close):
-        if not closing:
-            continue
-        with contextlib.suppress(SandboxError, KeyboardInterrupt):
-            closing()
-    return getattr(sandbox, "name", "") if getattr(sandbox, "keep", False) else ""
+    if not settings.json_output and result.final_answer:
+        sys.stdout.write(result.final_answer.rstrip("\n") + "\n")
+    return result.exit_code

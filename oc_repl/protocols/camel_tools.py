@@ -159,7 +159,12 @@ class CamelTerminalTools:
         # Upstream waited forever on an explicit null timeout; a client must not hang, so null means the default.
         limit = self.default_timeout if timeout is None else float(timeout)
         proc = self.sandbox.spawn(command, tty=False, cwd=self.workdir)
-        if not proc.wait(limit):
+        try:
+            finished = proc.wait(limit)
+        except KeyboardInterrupt:  # the user stopped the turn: the command goes with it
+            proc.kill()
+            raise
+        if not finished:
             if proc.alive():
                 self._register(id, _Session(proc, overran=True))
                 return ToolResult(
