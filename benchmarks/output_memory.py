@@ -30,8 +30,9 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, len(result.text))
 def measure(command: str) -> tuple[int, int, float]:
     root = str(Path(__file__).resolve().parent.parent)
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", CHILD.format(root=root, command=command)], check=True,
-                         capture_output=True, text=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD.format(root=root, command=command)], check=True, capture_output=True, text=True
+    ).stdout.split()
     return int(out[0]), int(out[1]), time.perf_counter() - start
 
 
@@ -41,8 +42,11 @@ def main() -> None:
     gb = parser.parse_args().gigabytes
     base_rss, base_len, base_t = measure("true")
     big_rss, big_len, big_t = measure(f"head -c {gb}G /dev/zero | tr '\\\\0' x")
-    print(f"shell_exec 'true'           peak RSS {base_rss / 1024:8.1f} MB   result {base_len:>8} chars  {base_t:5.2f} s")
-    print(f"shell_exec printing {gb} GB    peak RSS {big_rss / 1024:8.1f} MB   result {big_len:>8} chars  {big_t:5.2f} s")
+    for name, rss, length, secs in (
+        ("shell_exec 'true'", base_rss, base_len, base_t),
+        (f"shell_exec printing {gb} GB", big_rss, big_len, big_t),
+    ):
+        print(f"{name:28s} peak RSS {rss / 1024:8.1f} MB   result {length:>8} chars  {secs:5.2f} s")
     print(f"ratio {big_rss / base_rss:.2f}x, growth {(big_rss - base_rss) / 1024:.1f} MB for {gb * 1024} MB printed")
 
 

@@ -71,8 +71,10 @@ def main() -> None:
         streamed = oc_repl_turns(server.url, turns, True, Path(tmp))
     print(f"bare HTTP round trip + bash -c true   {bare * 1000:7.2f} ms/turn")
     for name, value in (("oc-repl turn, not streamed", plain), ("oc-repl turn, streamed", streamed)):
-        print(f"{name:36s} {value * 1000:7.2f} ms/turn   overhead {(value - bare) * 1000:+6.2f} ms"
-              f"   ratio {value / bare:.2f}x")
+        print(
+            f"{name:36s} {value * 1000:7.2f} ms/turn   overhead {(value - bare) * 1000:+6.2f} ms"
+            f"   ratio {value / bare:.2f}x"
+        )
     print("goal: overhead <= 5 ms per turn; history grows each turn, so late turns carry more JSON")
 
 

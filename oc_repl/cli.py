@@ -89,11 +89,28 @@ def _settings(params: dict[str, Any]) -> Any:
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="oc-repl")
+@run_options
 @click.pass_context
-def main(ctx: click.Context) -> None:
-    """Drive a small terminal agent behind an OpenAI-compatible server."""
-    if ctx.invoked_subcommand is None:
-        click.echo(ctx.get_help())
+def main(ctx: click.Context, **params: Any) -> None:
+    """Drive a small terminal agent behind an OpenAI-compatible server.
+
+    With no command, opens the interactive shell (same options as `run`).
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from oc_repl.repl import run_shell
+
+    sys.exit(run_shell(_settings_or_exit(params)))
+
+
+def _settings_or_exit(params: dict[str, Any]) -> Any:
+    from oc_repl.errors import OcReplError
+
+    try:
+        return _settings(params)
+    except OcReplError as exc:
+        click.echo(f"oc-repl: {exc.message}", err=True)
+        sys.exit(exc.exit_code)
 
 
 @main.command()
@@ -109,15 +126,9 @@ def main(ctx: click.Context) -> None:
 @click.argument("instruction", nargs=-1)
 def run(instruction: tuple[str, ...], **params: Any) -> None:
     """Run one task; stdout gets the final answer, the exit code the outcome."""
-    from oc_repl.errors import OcReplError
     from oc_repl.runner import run_task
 
-    try:
-        settings = _settings(params)
-    except OcReplError as exc:
-        click.echo(f"oc-repl: {exc.message}", err=True)
-        sys.exit(exc.exit_code)
-    sys.exit(run_task(settings, " ".join(instruction)))
+    sys.exit(run_task(_settings_or_exit(params), " ".join(instruction)))
 
 
 @main.command()

@@ -1,0 +1,284 @@
+"""The interactive shell: prompt_toolkit for input, the same Session, events and renderer as `oc-repl run`."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import Completer, Completion
+from prompt_toolkit.history import FileHistory
+from prompt_toolkit.key_binding import KeyBindings
+from rich.console import Console
+from rich.text import Text
+
+from oc_repl import events as ev
+from oc_repl.config import RunSettings
+from oc_repl.errors import OcReplError, UsageError
+from oc_repl.render.human import HumanRenderer
+from oc_repl.render.sanitize import sanitize
+from oc_repl.runner import Fanout, Session
+from oc_repl.transcript import TranscriptWriter, default_path
+
+COMMANDS: dict[str, str] = {
+    "/help": "this list",
+    "/protocol": "NAME  switch protocol (starts a new conversation)",
+    "/model": "NAME  switch model",
+    "/sandbox": "SPEC  switch sandbox: local:<dir>, docker:<container>, docker-image:<image>",
+    "/turns": "N  model turns per task",
+    "/verify": "[CMD]  run the verifier now (CMD sets it first); prints PASS or FAIL",
+    "/new": "start a new conversation in the same sandbox",
+    "/history": "the messages of the current conversation",
+    "/transcript": "path of this session's transcript",
+    "/save": "PATH  copy the transcript to PATH",
+    "/approval": "ask|auto  confirm each command before it runs, or run them",
+    "/think": "show|hide  the model's reasoning",
+    "/exit": "leave (Ctrl-D works too)",
+}
+
+
+def history_path() -> Path:
+    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return state / "oc-repl" / "history"
+
+
+class CommandDeclined(Exception):
+    """The person at the keyboard said no; the model is told so as the tool's error."""
+
+
+class ApprovingSandbox:
+    """Asks before each model-chosen command or file write reaches the real sandbox."""
+
+    def __init__(self, inner: Any, ask: Callable[[str], str | None]) -> None:
+        self._inner, self._ask = inner, ask
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def spawn(self, command: str, tty: bool = True, cwd: str | None = None, env: dict[str, str] | None = None) -> Any:
+        approved = self._ask(command)
+        if approved is None:
+            raise CommandDeclined("the user declined to run this command")
+        return self._inner.spawn(approved, tty=tty, cwd=cwd, env=env)
+
+    def write_file(self, path: str, data: bytes) -> None:
+        if self._ask(f"write {len(data)} bytes to {path}") is None:
+            raise CommandDeclined("the user declined this file write")
+        self._inner.write_file(path, data)
+
+
+class _SlashCompleter(Completer):
+    def get_completions(self, document: Any, complete_event: Any) -> Any:
+        text = document.text_before_cursor
+        if text.startswith("/") and " " not in text:
+            for name, help_text in COMMANDS.items():
+                if name.startswith(text):
+                    yield Completion(name, start_position=-len(text), display_meta=help_text)
+
+
+@dataclass
+class _Status:
+    """What the bottom toolbar shows, kept up to date from events."""
+
+    turn: int = 0
+    max_turns: int = 0
+    tokens: str = "-"
+    verify: str = "-"
+
+    def __call__(self, event: Any) -> None:
+        if event.type == "turn.started":
+            self.turn, self.max_turns = event.turn, event.max_turns
+        elif event.type == "turn.completed":
+            self.tokens = f"{event.usage.input_tokens}/{event.usage.output_tokens}"
+        elif event.type == "verify.completed":
+            counts = f" {event.tests_passed}/{event.tests_total}" if event.tests_total is not None else ""
+            self.verify = ("PASS" if event.passed else "FAIL") + counts
+
+
+class Shell:
+    def __init__(self, settings: RunSettings) -> None:
+        self.console = Console(highlight=False)
+        self.renderer = HumanRenderer(self.console)
+        self.status = _Status()
+        self.transcript = TranscriptWriter(settings.transcript or default_path("shell"), secrets=(settings.api_key,))
+        # Without --yes a local sandbox asks before every command; consent is then given one command at a time.
+        self.approval = "auto" if settings.yes or not settings.sandbox.startswith("local:") else "ask"
+        settings = settings.model_copy(update={"yes": True})
+        self.session = Session(settings, Fanout(self.transcript, self.renderer, self.status), self._wrap)
+        self.prompt = self._prompt_session()
+
+    @property
+    def settings(self) -> RunSettings:
+        return self.session.settings
+
+    def _prompt_session(self) -> PromptSession:
+        keys = KeyBindings()
+
+        @keys.add("escape", "enter")  # Alt-Enter: a newline inside the message
+        def _newline(event: Any) -> None:
+            event.current_buffer.insert_text("\n")
+
+        path = history_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return PromptSession(
+            history=FileHistory(str(path)),
+            completer=_SlashCompleter(),
+            key_bindings=keys,
+            bottom_toolbar=self._toolbar,
+            complete_while_typing=True,
+        )
+
+    def _toolbar(self) -> str:
+        s = self.settings
+        return (
+            f" {self.session.client.model or s.model or '(model: server default)'} · {s.protocol} · {s.sandbox}"
+            f" · turn {self.status.turn}/{self.status.max_turns or s.max_turns} · tokens {self.status.tokens}"
+            f" · verify {self.status.verify} · approval {self.approval}"
+        )
+
+    def _wrap(self, sandbox: Any) -> Any:
+        return ApprovingSandbox(sandbox, self._ask) if self.approval == "ask" else sandbox
+
+    def _ask(self, what: str) -> str | None:
+        self.console.print(Text("approve? ", style="bold yellow") + Text(sanitize(what), style="bold"))
+        answer = self.prompt.prompt("[y]es / [n]o / [e]dit / [a]lways › ").strip().lower()
+        if answer in ("y", "yes", ""):
+            return what
+        if answer in ("a", "always"):
+            self.approval = "auto"
+            return what
+        if answer in ("e", "edit"):
+            return self.prompt.prompt("edit › ", default=what) or None
+        return None
+
+    # --- the loop ----------------------------------------------------------------------------------------------
+
+    def loop(self) -> int:
+        self.console.print(
+            Text("oc-repl — type a task; /help for commands; Alt-Enter for a newline; Ctrl-D leaves", style="dim")
+        )
+        while True:
+            try:
+                line = self.prompt.prompt("› ")
+            except KeyboardInterrupt:
+                continue  # Ctrl-C at the prompt clears the line
+            except EOFError:
+                break
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                if line.startswith("/"):
+                    if self._slash(line) == "exit":
+                        break
+                else:
+                    self._task(line)
+            except OcReplError as exc:
+                self.renderer(ev.Error(kind=exc.kind, message=exc.message, hint=exc.hint))
+            except KeyboardInterrupt:
+                self.console.print(Text("interrupted", style="yellow"))
+        self.session.close()
+        self.transcript.close()
+        return 0
+
+    def _task(self, text: str) -> None:
+        self.status.turn = 0
+        result = self.session.run(text)
+        if result.status == "interrupted":
+            self.console.print(Text("interrupted — the conversation is kept; your next message steers", style="yellow"))
+
+    def _slash(self, line: str) -> str | None:
+        name, _, arg = line.partition(" ")
+        arg = arg.strip()
+        handler = getattr(self, "cmd_" + name[1:], None)
+        if name not in COMMANDS or handler is None:
+            raise UsageError(f"unknown command {name}", hint="/help lists the commands")
+        return handler(arg)
+
+    # --- slash commands ----------------------------------------------------------------------------------------
+
+    def cmd_help(self, arg: str) -> None:
+        for name, help_text in COMMANDS.items():
+            self.console.print(Text(f"{name:12s}", style="bold") + Text(help_text))
+
+    def cmd_exit(self, arg: str) -> str:
+        return "exit"
+
+    def cmd_new(self, arg: str) -> None:
+        self.session.new_conversation()
+        self.console.print(Text("new conversation", style="dim"))
+
+    def cmd_protocol(self, arg: str) -> None:
+        from oc_repl import protocols
+
+        if arg not in protocols.names():
+            raise UsageError(f"unknown protocol {arg!r}; known: {', '.join(protocols.names())}")
+        self._update(protocol=arg)
+        self.session.new_conversation()
+
+    def cmd_model(self, arg: str) -> None:
+        if not arg:
+            raise UsageError("/model needs a name")
+        self._update(model=arg)
+        self.session.client.model = arg
+
+    def cmd_sandbox(self, arg: str) -> None:
+        if ":" not in arg:
+            raise UsageError("/sandbox needs a spec such as local:/tmp/work or docker:NAME")
+        self.session.close()
+        self._update(sandbox=arg)
+        self.session.open_sandbox()
+
+    def cmd_turns(self, arg: str) -> None:
+        if not arg.isdigit() or int(arg) < 1:
+            raise UsageError("/turns needs a positive number")
+        self._update(max_turns=int(arg))
+
+    def cmd_verify(self, arg: str) -> None:
+        if arg:
+            from oc_repl.verify import CommandVerifier
+
+            self.session.verifier = CommandVerifier(arg, None, self.settings.verify_timeout)
+        self.session.verify_now()
+
+    def cmd_history(self, arg: str) -> None:
+        protocol = self.session.protocol
+        if protocol is None:
+            self.console.print(Text("no conversation yet", style="dim"))
+            return
+        for message in protocol.request().messages:
+            content = message.get("content") or ""
+            first = content.strip().splitlines()[0] if content.strip() else "(tool calls)"
+            self.console.print(Text(f"{message['role']:>9}: ", style="bold") + Text(sanitize(first)[:110]))
+
+    def cmd_transcript(self, arg: str) -> None:
+        self.console.print(str(self.transcript.path))
+
+    def cmd_save(self, arg: str) -> None:
+        if not arg:
+            raise UsageError("/save needs a path")
+        target = Path(shlex.split(arg)[0]).expanduser()
+        shutil.copyfile(self.transcript.path, target)
+        self.console.print(Text(f"saved to {target}", style="dim"))
+
+    def cmd_approval(self, arg: str) -> None:
+        if arg not in ("ask", "auto"):
+            raise UsageError("/approval takes ask or auto")
+        self.approval = arg
+
+    def cmd_think(self, arg: str) -> None:
+        if arg not in ("show", "hide"):
+            raise UsageError("/think takes show or hide")
+        self.renderer.show_reasoning = arg == "show"
+
+    def _update(self, **changes: Any) -> None:
+        self.session.settings = self.settings.model_copy(update=changes)
+
+
+def run_shell(settings: RunSettings) -> int:
+    return Shell(settings).loop()

@@ -1,0 +1,212 @@
+"""The interactive shell in a real terminal: tmux runs it, send-keys types, capture-pane reads the screen."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cli_env
+from tests.fakeserver import call_text
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+def exec_call(command: str, timeout: float | None = None) -> dict:
+    return {"text": call_text("shell_exec", {"id": "s1", "command": command, "block": True, "timeout": timeout})}
+
+
+def answer(text: str) -> dict:
+    return {"text": f"<think>\n\n</think>\n\n{text}"}
+
+
+class TmuxShell:
+    def __init__(self, tmp_path: Path, url: str, *args: str) -> None:
+        self.socket = f"oc-repl-test-{uuid.uuid4().hex[:8]}"
+        self.work = tmp_path / "work"
+        self.work.mkdir(exist_ok=True)
+        env = cli_env(tmp_path)
+        env.pop("NO_COLOR", None)
+        exports = " ".join(f"{k}={_quote(v)}" for k, v in env.items() if k in ("XDG_STATE_HOME", "XDG_CONFIG_HOME"))
+        argv = " ".join(
+            _quote(a)
+            for a in [sys.executable, "-m", "oc_repl", "--api-base", url, "--sandbox", f"local:{self.work}", *args]
+        )
+        command = f"cd {_quote(str(tmp_path))} && env {exports} {argv}; echo oc-repl-exit-status=$?"
+        self._tmux("new-session", "-d", "-s", "t", "-x", "140", "-y", "50", command)
+        self._tmux("set-option", "-t", "t", "remain-on-exit", "on")
+        self._tmux("resize-window", "-t", "t", "-x", "140", "-y", "50")  # detached sessions start at 80x24
+        self.wait_for_prompt(1)
+
+    def _tmux(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=True).stdout
+
+    def send(self, *keys: str) -> None:
+        self._tmux("send-keys", "-t", "t", *keys)
+
+    def type_line(self, text: str) -> None:
+        self._tmux("send-keys", "-t", "t", "-l", text)
+        self.send("Enter")
+
+    def screen(self) -> str:
+        return self._tmux("capture-pane", "-p", "-t", "t", "-S", "-200")
+
+    def wait_for(self, text: str, timeout: float = 15.0, count: int = 1) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if screen.count(text) >= count:
+                return screen
+            time.sleep(0.05)
+        raise AssertionError(f"{text!r} did not appear on screen:\n{self.screen()}")
+
+    def wait_for_prompt(self, count: int, timeout: float = 15.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if prompts(screen) >= count:
+                return screen
+            time.sleep(0.05)
+        raise AssertionError(f"prompt #{count} did not appear:\n{self.screen()}")
+
+    def display(self, fmt: str) -> str:
+        return self._tmux("display-message", "-p", "-t", "t", fmt).strip()
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
+
+
+def _quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+@pytest.fixture
+def shell(tmp_path, serve):
+    shells: list[TmuxShell] = []
+
+    def start(script: dict, *args: str) -> TmuxShell:
+        server = serve(script)
+        sh = TmuxShell(tmp_path, server.url, "--yes", *args)
+        shells.append(sh)
+        return sh
+
+    yield start
+    for sh in shells:
+        sh.close()
+
+
+def prompts(screen: str) -> int:
+    """Prompts on screen (capture-pane trims the space after an empty prompt)."""
+    return sum(1 for line in screen.splitlines() if line == "›" or line.startswith("› "))
+
+
+def test_task_shows_tool_output_and_answer(shell):
+    sh = shell({"replies": [exec_call("echo from-the-sandbox"), answer("All finished here.")]})
+    sh.type_line("print something")
+    screen = sh.wait_for("All finished here.")
+    assert "shell_exec" in screen and "from-the-sandbox" in screen
+    sh.wait_for("■ done · exit 0")
+    sh.wait_for_prompt(2)
+
+
+def test_help_lists_the_commands(shell):
+    sh = shell({"replies": []})
+    sh.type_line("/help")
+    screen = sh.wait_for("/exit")
+    for name in (
+        "/protocol",
+        "/model",
+        "/sandbox",
+        "/turns",
+        "/verify",
+        "/new",
+        "/history",
+        "/transcript",
+        "/save",
+        "/approval",
+        "/think",
+    ):
+        assert name in screen
+
+
+def test_verify_prints_pass_and_fail(shell):
+    sh = shell({"replies": [exec_call("echo hi > made.txt"), answer("made it")]})
+    sh.type_line("/verify test -f made.txt")
+    sh.wait_for(" FAIL ")
+    sh.type_line("make the file")
+    sh.wait_for("made it")
+    sh.type_line("/verify")
+    screen = sh.wait_for(" PASS ")
+    assert "test -f made.txt" in screen
+
+
+def test_ctrl_c_interrupts_a_running_command_and_returns_to_the_prompt(shell):
+    marker = "107.25"
+    sh = shell({"replies": [exec_call(f"sleep {marker}", timeout=300), answer("never")]})
+    sh.type_line("wait a long time")
+    sh.wait_for(f"sleep {marker}")
+    time.sleep(0.3)
+    start = time.monotonic()
+    sh.send("C-c")
+    screen = sh.wait_for("interrupted", timeout=5)
+    sh.wait_for_prompt(2, timeout=5)
+    assert time.monotonic() - start < 2.0, screen
+    alive = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True).stdout
+    assert not alive.strip(), "the interrupted command is still running"
+
+
+def test_escape_sequences_from_commands_do_not_reach_the_terminal(shell):
+    payload = r"printf 'visible\033]0;PWNED-TITLE\007\033[2J\033[31mred\n'"
+    sh = shell({"replies": [exec_call(payload), answer("printed")]})
+    title_before = sh.display("#{pane_title}")
+    sh.type_line("print escapes")
+    screen = sh.wait_for("printed")
+    assert sh.display("#{pane_title}") == title_before != "PWNED-TITLE"
+    assert "oc-repl — type a task" in screen  # the screen was not cleared
+    assert "\x1b" not in screen
+
+
+def test_exit_command_exits_zero(shell):
+    sh = shell({"replies": []})
+    sh.type_line("/exit")
+    sh.wait_for("oc-repl-exit-status=0")
+
+
+def test_history_persists_across_sessions(shell, tmp_path):
+    first = shell({"replies": []})
+    first.type_line("/transcript")
+    first.wait_for(".jsonl")
+    first.type_line("/exit")
+    first.wait_for("oc-repl-exit-status=0")
+    second = shell({"replies": []})
+    second.send("Up")
+    screen = second.wait_for("› /exit")
+    second.send("Up")
+    screen = second.wait_for("› /transcript")
+    assert (tmp_path / "state" / "oc-repl" / "history").read_text().count("/transcript") == 1, screen
+
+
+def test_approval_ask_runs_only_what_is_approved(tmp_path, serve):
+    server = serve(
+        {"replies": [exec_call("echo approved-run > a.txt"), exec_call("echo denied > b.txt"), answer("finished")]}
+    )
+    sh = TmuxShell(tmp_path, server.url)
+    try:
+        sh.type_line("two commands")
+        sh.wait_for("approve?")
+        sh.type_line("y")
+        sh.wait_for("approve?", count=2)
+        sh.type_line("n")
+        sh.wait_for("finished")
+        assert (sh.work / "a.txt").read_text() == "approved-run\n"
+        assert not (sh.work / "b.txt").exists()
+        assert "declined" in server.chat_requests()[-1]["body"]["messages"][-1]["content"]
+    finally:
+        sh.close()
