@@ -36,9 +36,9 @@ class Agent:
     _ids: itertools.count = field(default_factory=itertools.count)
 
     def run(self, task: Task, follow_up: bool = False) -> Outcome:
-        (self.protocol.continue_with if follow_up else self.protocol.start)(task)
         outcome = Outcome(status="error")
         try:
+            (self.protocol.continue_with if follow_up else self.protocol.start)(task, self.sandbox)
             outcome = self._loop(outcome)
         except TurnCapReached:
             outcome.status = "turn_cap"

@@ -130,12 +130,12 @@ class CamelProtocol:
 
     # --- conversation -------------------------------------------------------------------------------------------
 
-    def start(self, task: Task) -> None:
+    def start(self, task: Task, sandbox: Sandbox | None = None) -> None:
         self._messages = [{"role": "system", "content": self._system}, task_message(task)]
         self._results = []
         self._parse_errors = 0
 
-    def continue_with(self, task: Task) -> None:
+    def continue_with(self, task: Task, sandbox: Sandbox | None = None) -> None:
         if not self._messages:
             self.start(task)
             return
