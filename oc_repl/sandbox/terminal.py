@@ -1,0 +1,129 @@
+"""A persistent terminal driven by keystrokes: tmux inside the sandbox, as terminal-bench runs it.
+
+Every tmux call goes through `Sandbox.exec`, so the same code drives a local tmux server (on a private socket,
+never the user's own) and one inside a container. Screens are exactly what tmux captures: 160x40, trailing
+spaces trimmed, empty rows kept.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import dataclass
+
+from oc_repl.errors import SandboxError
+from oc_repl.types import Sandbox
+
+SESSION = "agent"
+WIDTH, HEIGHT = 160, 40
+HISTORY_LIMIT = 50000
+MAX_WAIT = 60.0  # a command's duration is capped here, as upstream caps it
+POLL = 0.02
+STARTUP_WAIT = 5.0
+_SPLIT = "@@oc-repl-screen@@"
+
+
+@dataclass
+class Probe:
+    """One look at the terminal: whether its shell is provably idle, and the visible screen."""
+
+    idle: bool
+    screen: str
+
+
+def _shell_idle(stat: str, children: str) -> bool:
+    """The shell waits at its prompt: asleep, its own process group in the terminal's foreground, no children.
+
+    `cmd &` leaves a child, a running program owns the foreground group, and a busy shell loop is not asleep.
+    """
+    fields = stat.rsplit(")", 1)[-1].split()
+    if len(fields) < 6:
+        return False
+    state, pgrp, tpgid = fields[0], fields[2], fields[5]
+    return state == "S" and pgrp == tpgid and not children.strip()
+
+
+class TmuxTerminal:
+    def __init__(self, sandbox: Sandbox, cwd: str | None = None, socket: str | None = None) -> None:
+        self.sandbox = sandbox
+        self.tmux = "tmux" + (f" -L {shlex.quote(socket)}" if socket else "")
+        self._previous: str | None = None
+        check = sandbox.exec("command -v tmux", timeout=30)
+        if check.exit_code != 0:
+            raise SandboxError("tmux is not installed in the sandbox", hint="install tmux there (apt-get install tmux)")
+        start = (
+            f"{self.tmux} new-session -x {WIDTH} -y {HEIGHT} -d -s {SESSION} \\; "
+            f"set-option -t {SESSION} history-limit {HISTORY_LIMIT}"
+        )
+        self._run(start, cwd=cwd)
+        # The first screen the model sees should hold the shell's prompt, not a blank pane still starting up.
+        self.wait(STARTUP_WAIT, time.monotonic())
+
+    def _run(self, command: str, cwd: str | None = None, timeout: float = 30) -> str:
+        result = self.sandbox.exec(command, timeout=timeout, cwd=cwd)
+        if result.exit_code != 0:
+            text = result.output.decode("utf-8", "replace").strip()
+            raise SandboxError(f"the terminal failed: {text or ('timed out' if result.timed_out else 'tmux error')}")
+        return result.output.decode("utf-8", "replace")
+
+    # --- keys and screens ------------------------------------------------------------------------------------
+
+    def send_keys(self, keys: str) -> None:
+        """One argv element, as upstream sends it: tmux itself decides whether it is a key name or text."""
+        self._run(f"{self.tmux} send-keys -t {SESSION} {shlex.quote(keys)}")
+
+    def capture(self, entire: bool = False) -> str:
+        return self._run(f"{self.tmux} capture-pane -p {'-S - ' if entire else ''}-t {SESSION}")
+
+    def probe(self) -> Probe:
+        script = (
+            f"p=$({self.tmux} display-message -p -t {SESSION} '#{{pane_pid}}'); "
+            'cat "/proc/$p/stat"; echo; cat "/proc/$p/task/$p/children" 2>/dev/null; '
+            f"echo {_SPLIT}; {self.tmux} capture-pane -p -t {SESSION}"
+        )
+        head, _, screen = self._run(script).partition(_SPLIT + "\n")
+        stat, _, children = head.partition("\n")
+        return Probe(idle=_shell_idle(stat, children), screen=screen)
+
+    def wait(self, duration: float, started: float, exact: bool = False) -> None:
+        """Wait what upstream waits after a command, `min(duration, 60)` from `started`; unless `exact`, return
+        as soon as the shell is provably idle twice in a row with the same screen (nothing more can change)."""
+        deadline = started + min(max(duration, 0.0), MAX_WAIT)
+        if exact:
+            time.sleep(max(0.0, deadline - time.monotonic()))
+            return
+        last: Probe | None = None
+        while time.monotonic() < deadline:
+            probe = self.probe()
+            if probe.idle and last is not None and last.idle and last.screen == probe.screen:
+                return
+            last = probe
+            time.sleep(min(POLL, max(0.0, deadline - time.monotonic())))
+
+    def incremental_output(self) -> str:
+        """What the model is shown after its commands, by upstream's rule: the part of the scrollback from the
+        last line of the previous capture on, or the visible screen when that capture cannot be found."""
+        current = self.capture(entire=True)
+        previous, self._previous = self._previous, current
+        if previous is None:
+            return f"Current Terminal Screen:\n{self.capture()}"
+        new = find_new_content(previous, current)
+        if new is not None and new.strip():
+            return f"New Terminal Output:\n{new}"
+        return f"Current Terminal Screen:\n{self.capture()}"
+
+    def alive(self) -> bool:
+        return self.sandbox.exec(f"{self.tmux} has-session -t {SESSION}", timeout=30).exit_code == 0
+
+    def close(self) -> None:
+        self.sandbox.exec(f"{self.tmux} kill-session -t {SESSION}", timeout=30)
+
+
+def find_new_content(previous: str, current: str) -> str | None:
+    """Upstream's search, quirk included: the cut is the last newline's offset *within the previous capture*,
+    which equals its place in the current one whenever the scrollback still starts where it did."""
+    old = previous.strip()
+    if old not in current:
+        return None
+    start = old.rfind("\n") if "\n" in old else current.index(old)
+    return current[start:]
