@@ -1,0 +1,191 @@
+"""The terminus XML reply parser, behaving exactly like terminal-bench 0.2.18's (the model reads its messages).
+
+A reply is `<response><analysis>…</analysis><plan>…</plan><commands><keystrokes duration="0.1">ls
+</keystrokes>…</commands><task_complete>true</task_complete></response>`. It is read with regular expressions,
+not an XML parser: keystrokes are taken verbatim (no entity decoding, no stripping), a missing `</response>` is
+tolerated, and lists built from sets keep set order as upstream does.
+
+Upstream also declares one auto-fix (append `</response>`), but it fires only on an error text its parser never
+produces, so it never runs and is not reproduced.
+"""
+
+from __future__ import annotations
+
+import re
+
+from oc_repl.protocols.terminus_parse import Command, Findings, Parsed, concatenation_warning
+
+REQUIRED = ("analysis", "plan", "commands")
+SECTIONS = (*REQUIRED, "task_complete")
+OPEN, CLOSE = "<response>", "</response>"
+
+EMPTY_COMMANDS = (
+    "Commands section is empty; not taking any action. If you want to wait a specific amount of time please use "
+    "`sleep`, but if you're waiting for a command to finish then continue to wait."
+)
+ENTITIES = (("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"), ("&quot;", '"'), ("&apos;", "'"))
+CRLF_TEXT = "Warning: \\r\\n line endings are not necessary - use \\n instead for simpler output"
+
+_COMPLETE = re.compile(r"<task_complete>\s*true\s*</task_complete>", re.IGNORECASE)
+_KEYSTROKES = re.compile(r"<keystrokes([^>]*)>(.*?)</keystrokes>", re.DOTALL)
+_DURATION = re.compile(r"""duration\s*=\s*["']([^"']*)["']""")
+_UNQUOTED = re.compile(r"""(\w+)\s*=\s*([^"'\s>]+)""")
+_SINGLE_QUOTED = re.compile(r"(\w+)\s*=\s*'([^']*)'")
+_ATTRIBUTE = re.compile(r"(\w+)\s*=")
+
+
+def parse(response: str) -> Parsed:
+    found = Findings()
+    _check_outside_text(response, found)
+    body = _body(response)
+    if not body:
+        return found.failure("No <response> tag found")
+    complete = _COMPLETE.search(body) is not None
+    sections = _sections(body, found)
+    notes = {"analysis": sections.get("analysis", ""), "plan": sections.get("plan", "")}
+    listing = sections.get("commands", "")
+    if listing:
+        return found.result(_commands(listing, found), complete, **notes)
+    if "commands" in sections:
+        if not complete:
+            found.add(EMPTY_COMMANDS)
+        return found.result([], complete, **notes)
+    if complete:
+        return found.result([], True, **notes)
+    return found.failure("Missing <commands> section")
+
+
+def _check_outside_text(response: str, found: Findings) -> None:
+    start = response.find(OPEN)
+    if start == -1:
+        return
+    if response[:start].strip():
+        found.add("Extra text detected before <response> tag")
+    # The first closing tag anywhere, even one before the opening tag, as upstream looks for it.
+    end = response.find(CLOSE)
+    if end == -1 or not response[end + len(CLOSE) :].strip():
+        return
+    found.add("Extra text detected after </response> tag")
+    blocks = response.count(OPEN)
+    if blocks > 1:
+        found.add(
+            f"IMPORTANT: Only issue one <response> block at a time. You issued {blocks} and only the first was "
+            "executed."
+        )
+
+
+def _body(response: str) -> str:
+    """The stripped text of the first `<response>` block, up to the end of the reply if it is never closed."""
+    start = response.find(OPEN)
+    if start == -1:
+        return ""
+    end = response.find(CLOSE, start)
+    return response[start + len(OPEN) : end if end != -1 else len(response)].strip()
+
+
+def _sections(body: str, found: Findings) -> dict[str, str]:
+    sections = {}
+    for name in SECTIONS:
+        match = re.search(f"<{name}>(.*?)</{name}>", body, re.DOTALL)
+        if match:
+            sections[name] = match.group(1).strip()
+        elif re.search(f"<{name}\\s*/>", body):
+            sections[name] = ""
+    for name in set(REQUIRED) - set(sections):
+        found.add(f"Missing <{name}> section")
+    for tag in set(_top_level_tags(body)) - set(SECTIONS):
+        found.add(f"Unknown tag found: <{tag}>, expected analysis/plan/commands/task_complete")
+    for name in SECTIONS:
+        count = len(re.findall(f"<{name}(?:\\s|>|/>)", body))
+        if count > 1 and name == "commands":
+            found.add(
+                f"IMPORTANT: Only issue one <commands> block at a time. You issued {count} and only the first was "
+                "executed."
+            )
+        elif count > 1:
+            found.add(f"Multiple <{name}> sections found")
+    _check_order(body, found)
+    return sections
+
+
+def _top_level_tags(body: str) -> list[str]:
+    """Names of the tags directly inside `<response>`, tracking depth by opening and closing tags only."""
+    tags, depth, i = [], 0, 0
+    while i < len(body):
+        if body[i] != "<":
+            i += 1
+            continue
+        end = body.find(">", i)
+        if end == -1:
+            break
+        inner = body[i + 1 : end]
+        i = end + 1
+        if inner.startswith(("!", "?")):
+            continue
+        if inner.startswith("/"):
+            depth -= 1
+            continue
+        # Upstream splits on whitespace only when there is a space, and crashes on a blank tag such as `< >`;
+        # a blank name keeps it going, reported like `<>`.
+        name = (inner.split() or [""])[0] if " " in inner else inner
+        if depth == 0:
+            tags.append(name.removesuffix("/"))
+        if not inner.endswith("/"):
+            depth += 1
+    return tags
+
+
+def _check_order(body: str, found: Findings) -> None:
+    positions = {}
+    for name in REQUIRED:
+        match = re.search(f"<{name}(?:\\s|>|/>)", body)
+        if match:
+            positions[name] = match.start()
+    if len(positions) < 2:
+        return
+    expected = [name for name in REQUIRED if name in positions]
+    actual = sorted(expected, key=positions.__getitem__)
+    if actual != expected:
+        found.add(f"Sections appear in wrong order. Found: {' → '.join(actual)}, expected: {' → '.join(expected)}")
+
+
+def _commands(listing: str, found: Findings) -> list[Command]:
+    matches = _KEYSTROKES.findall(listing)
+    commands = []
+    for number, (attributes, keystrokes) in enumerate(matches, 1):
+        _check_attributes(attributes, number, found)
+        duration = _duration(attributes, number, found)
+        if number < len(matches) and not keystrokes.endswith("\n"):
+            found.add(concatenation_warning(number))
+        commands.append(Command(keystrokes, duration))
+    for entity, char in ENTITIES:
+        if entity in listing:
+            found.add(
+                f"Warning: {entity} is read verbatim and not converted to {char}. NEVER USE {entity}, unless you "
+                "want these exact characters to appear directly in the output."
+            )
+    if "\\r\\n" in listing:  # the four characters a model writes when it escapes a line ending by hand
+        found.add(CRLF_TEXT)
+    return commands
+
+
+def _duration(attributes: str, number: int, found: Findings) -> float:
+    match = _DURATION.search(attributes)
+    if not match:
+        found.add(f"Command {number}: Missing duration attribute, using default 1.0")
+        return 1.0
+    try:
+        return float(match.group(1))
+    except ValueError:
+        found.add(f"Command {number}: Invalid duration value '{match.group(1)}', using default 1.0")
+        return 1.0
+
+
+def _check_attributes(attributes: str, number: int, found: Findings) -> None:
+    for name, value in _UNQUOTED.findall(attributes):
+        found.add(f"Command {number}: Attribute '{name}' value should be quoted: {name}=\"{value}\"")
+    for name, value in _SINGLE_QUOTED.findall(attributes):
+        found.add(f"Command {number}: Use double quotes for attribute '{name}': {name}=\"{value}\"")
+    for name in _ATTRIBUTE.findall(attributes):
+        if name != "duration":
+            found.add(f"Command {number}: Unknown attribute '{name}' - known attributes are: duration")
