@@ -41,6 +41,7 @@ class RunSettings(BaseModel):
     task: Path | None = None
     image: str | None = None
     observation_limit: int | None = Field(default=None, ge=0)
+    wait: Literal["detect", "exact"] = "detect"
     max_turns: int = Field(default=12, ge=1)
     loop_limit: int = Field(default=3, ge=0)
     sampling: Literal["default", "training"] = "default"

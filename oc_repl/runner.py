@@ -161,7 +161,9 @@ class Session:
             from oc_repl import protocols
 
             s = self.settings
-            self.protocol = protocols.create(s.protocol, history=s.history, observation_limit=s.observation_limit)
+            self.protocol = protocols.create(
+                s.protocol, history=s.history, observation_limit=s.observation_limit, wait=s.wait
+            )
         return self.protocol
 
     def new_conversation(self) -> None:

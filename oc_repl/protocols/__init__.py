@@ -12,6 +12,8 @@ from oc_repl.types import AgentProtocol, Asset
 
 BUILTIN: dict[str, str] = {
     "camel-terminal-toolkit": "oc_repl.protocols.camel:CamelProtocol",
+    "terminus-json": "oc_repl.protocols.terminus:TerminusJson",
+    "terminus-xml": "oc_repl.protocols.terminus:TerminusXml",
 }
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent

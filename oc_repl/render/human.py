@@ -59,9 +59,11 @@ class HumanRenderer:
             self.console.print(Text(sanitize(item.text)))
         elif item.type == "reasoning" and self.show_reasoning:
             self.console.print(Text(sanitize(item.text), style="dim italic"))
+        elif item.type == "command_execution" and item.tool == "keystrokes":
+            self.console.print(Text(f"  {sanitize(item.aggregated_output)}", style="dim"))
         elif item.type == "command_execution":
             style = {"completed": "green", "timed_out": "yellow", "declined": "yellow"}.get(item.status, "red")
-            body = Text(fold(sanitize(item.aggregated_output)) or "(no output)", style="default")
+            body = Text(fold(sanitize(item.aggregated_output).rstrip()) or "(no output)", style="default")
             title = Text(f"{item.tool}: {sanitize(item.command)[:100]}")
             self.console.print(Panel(body, title=title, title_align="left", border_style=style, expand=False))
         elif item.type == "file_change":

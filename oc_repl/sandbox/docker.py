@@ -38,10 +38,12 @@ def connect() -> Any:
         client = docker.from_env()
         client.ping()
     except docker.errors.DockerException as exc:
-        where = os.environ.get("DOCKER_HOST") or "the default socket (unix:///var/run/docker.sock)"
+        # Name the variable itself: a wrong DOCKER_HOST is the usual cause, and the user must know where to look.
+        host = os.environ.get("DOCKER_HOST")
+        where = f"DOCKER_HOST={host}" if host else "unix:///var/run/docker.sock (DOCKER_HOST is not set)"
         raise SandboxError(
             f"cannot reach the docker daemon at {where}: {exc}",
-            hint="start dockerd, or set DOCKER_HOST to the daemon's socket",
+            hint="start dockerd, or point DOCKER_HOST at the daemon's socket",
         ) from exc
     return client
 
@@ -103,6 +105,10 @@ class DockerProcess:
         if info.get("Running"):
             return True
         self._exit_code = info.get("ExitCode")
+        if self._exit_code in (None, 137):
+            # A container that stops or is removed SIGKILLs everything in it, which looks like a command killed by
+            # SIGKILL. Without this check the loss would be reported as a finished command and the run would go on.
+            self._box.check_running()
         return False
 
     def wait(self, timeout: float) -> bool:
@@ -206,6 +212,11 @@ class DockerSandbox:
             raise SandboxError(f"container {self.name}: {exc.explanation or exc}") from exc
         except (requests.RequestException, docker.errors.DockerException) as exc:
             raise SandboxLost(f"the docker daemon failed: {exc}") from exc
+
+    def check_running(self) -> None:
+        state = self.call(self.api.inspect_container, self.id).get("State") or {}
+        if not state.get("Running"):
+            raise SandboxLost(f"container {self.name} is {state.get('Status') or 'gone'}: it stopped during the run")
 
     def run_quick(self, script: str) -> None:
         exec_id = self.call(self.api.exec_create, self.id, ["sh", "-c", script], user="root")["Id"]
