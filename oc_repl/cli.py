@@ -20,12 +20,13 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--api-base", envvar="OPENAI_BASE_URL", help="OpenAI-compatible base URL [sglang default]."),
         click.option("--api-key", envvar="OPENAI_API_KEY", help="API key (default EMPTY); never written to files."),
         click.option("--model", help="Model id (default: the first id the server lists)."),
-        click.option("--protocol", help="camel-terminal-toolkit (default), terminus-json or terminus-xml."),
+        click.option("--protocol", help="camel-terminal-toolkit (default), terminus-json, terminus-xml or raw."),
         click.option(
             "--history",
             type=click.Choice(["training", "camel-0.2.85", "full"]),
             help="camel history mode: what the model saw in training (default), camel<=0.2.85, or standard.",
         ),
+        click.option("--system", help="raw: a system message, as TEXT or @FILE."),
         click.option(
             "--wait",
             type=click.Choice(["detect", "exact"]),

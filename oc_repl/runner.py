@@ -162,7 +162,7 @@ class Session:
 
             s = self.settings
             self.protocol = protocols.create(
-                s.protocol, history=s.history, observation_limit=s.observation_limit, wait=s.wait
+                s.protocol, history=s.history, observation_limit=s.observation_limit, wait=s.wait, system=s.system
             )
         return self.protocol
 
@@ -189,7 +189,9 @@ class Session:
         outcome, verify, kept = Outcome(status="error"), None, ""
         try:
             task = self._task(instruction)
-            protocol, sandbox = self.open_protocol(), self.open_sandbox()
+            protocol = self.open_protocol()
+            # plain chat (raw) runs nothing, so it needs no sandbox and no consent
+            sandbox = self.open_sandbox() if getattr(protocol, "needs_sandbox", True) else None
             model = self.client.resolve_model()
             self.emit(self._thread_started(model, task, sandbox, protocol))
             agent = Agent(
@@ -243,13 +245,15 @@ class Session:
             raise UsageError("no task given", hint='oc-repl run "what to do"  (or --task DIR)')
         return Task(name=self.settings.task_name or task_name_for(instruction), instruction=instruction)
 
-    def _thread_started(self, model: str, task: Task, sandbox: Sandbox, protocol: AgentProtocol) -> ev.ThreadStarted:
+    def _thread_started(
+        self, model: str, task: Task, sandbox: Sandbox | None, protocol: AgentProtocol
+    ) -> ev.ThreadStarted:
         s = self.settings
         return ev.ThreadStarted(
             thread_id=self.thread_id,
             model=model,
             protocol=s.protocol,
-            sandbox=sandbox.spec,
+            sandbox=sandbox.spec if sandbox else "none",
             api_base=s.api_base,
             task_name=task.name,
             assets=[ev.AssetInfo(**vars(a)) for a in protocol.assets()],

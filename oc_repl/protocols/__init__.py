@@ -1,36 +1,101 @@
-"""Protocol registry: built-in kinds plus any registered under the `oc_repl.protocols` entry point group."""
+"""Protocol registry. A protocol is a folder of data (a manifest naming its code kind, and its assets) driven by
+the code of that kind; user folders can add protocols or override assets, and plugins can register classes under
+the `oc_repl.protocols` entry point group.
+
+Assets resolve in this order, and every run records which one it used: a user folder
+(`~/.config/oc-repl/protocols/NAME/`), the exact upstream copy fetched by `oc-repl protocols sync`
+(`~/.local/share/oc-repl/upstream/NAME/`), then the project's own built-in wording.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import inspect
+import sys
+from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
 from typing import Any
 
+from oc_repl import paths
 from oc_repl.errors import UsageError
 from oc_repl.types import AgentProtocol, Asset
 
-BUILTIN: dict[str, str] = {
-    "camel-terminal-toolkit": "oc_repl.protocols.camel:CamelProtocol",
+KINDS: dict[str, str] = {
+    "camel": "oc_repl.protocols.camel:CamelProtocol",
     "terminus-json": "oc_repl.protocols.terminus:TerminusJson",
     "terminus-xml": "oc_repl.protocols.terminus:TerminusXml",
+    "raw": "oc_repl.protocols.raw:RawProtocol",
 }
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
 
+def _builtin_root() -> Path:
+    """Inside the wheel, or at the top of a source checkout."""
+    wheel = _PACKAGE_ROOT / "_protocols"
+    return wheel if wheel.is_dir() else _PACKAGE_ROOT.parent / "protocols"
+
+
 def data_dir(name: str) -> Path:
-    """The data folder of a protocol: inside the wheel, or at the top of a source checkout."""
-    for root in (_PACKAGE_ROOT / "_protocols", _PACKAGE_ROOT.parent / "protocols"):
-        if (root / name).is_dir():
-            return root / name
-    raise UsageError(f"no data folder for protocol {name!r}")
+    """The built-in data folder of a protocol."""
+    folder = _builtin_root() / name
+    if not folder.is_dir():
+        raise UsageError(f"no built-in data folder for protocol {name!r}")
+    return folder
 
 
-def load_asset(protocol: str, filename: str) -> tuple[bytes, Asset]:
-    path = data_dir(protocol) / filename
-    data = path.read_bytes()
-    return data, Asset(name=filename, sha256=hashlib.sha256(data).hexdigest(), source="built-in", path=str(path))
+@dataclass
+class Manifest:
+    name: str
+    kind: str
+    folder: Path
+    builtin: bool
+    base: str  # the built-in protocol whose assets fill in what a user folder leaves out
+    data: dict[str, Any]
+
+    def upstream_sha256(self, filename: str) -> str:
+        for asset in self.data.get("assets", []):
+            if asset.get("name") == filename:
+                return asset.get("upstream_sha256", "")
+        return ""
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from exc
+
+
+def _builtin_manifests() -> dict[str, Manifest]:
+    found = {}
+    for path in sorted(_builtin_root().glob("*/manifest.toml")):
+        data = _read_toml(path)
+        found[path.parent.name] = Manifest(path.parent.name, data["kind"], path.parent, True, path.parent.name, data)
+    return found
+
+
+def manifests() -> dict[str, Manifest]:
+    builtin = _builtin_manifests()
+    found = dict(builtin)
+    by_kind = {m.kind: name for name, m in builtin.items()}
+    for path in sorted(paths.user_protocols_dir().glob("*/")):
+        name, manifest = path.name, path / "manifest.toml"
+        if name in builtin:
+            continue  # a folder named after a built-in protocol overrides assets only
+        if not manifest.is_file():
+            continue
+        data = _read_toml(manifest)
+        kind = data.get("kind", "")
+        if kind not in KINDS:
+            raise UsageError(f"{manifest}: unknown kind {kind!r}; known: {', '.join(KINDS)}")
+        found[name] = Manifest(name, kind, path, False, data.get("base") or by_kind.get(kind, ""), data)
+    return found
 
 
 def _entry_points() -> dict[str, str]:
@@ -40,17 +105,40 @@ def _entry_points() -> dict[str, str]:
 
 
 def names() -> list[str]:
-    return sorted(set(BUILTIN) | set(_entry_points()))
+    return sorted(set(manifests()) | set(_entry_points()))
+
+
+def _builtin_base(protocol: str) -> str:
+    manifest = manifests().get(protocol)
+    return manifest.base if manifest else protocol
+
+
+def asset_candidates(protocol: str, filename: str) -> list[tuple[str, Path]]:
+    """Where an asset may come from, most specific first: (source, path)."""
+    base = _builtin_base(protocol)
+    return [
+        ("user", paths.user_protocols_dir() / protocol / filename),
+        ("upstream", paths.upstream_dir() / base / filename),
+        ("built-in", _builtin_root() / base / filename),
+    ]
+
+
+def load_asset(protocol: str, filename: str) -> tuple[bytes, Asset]:
+    for source, path in asset_candidates(protocol, filename):
+        if path.is_file():
+            data = path.read_bytes()
+            return data, Asset(filename, hashlib.sha256(data).hexdigest(), source, str(path))
+    raise UsageError(f"protocol {protocol!r} has no asset {filename!r}")
 
 
 def create(name: str, **options: Any) -> AgentProtocol:
     """Build a protocol; options its kind does not take (say, --history for a keystroke protocol) are left out."""
-    import inspect
-
-    target = BUILTIN.get(name) or _entry_points().get(name)
+    manifest = manifests().get(name)
+    target = KINDS[manifest.kind] if manifest else _entry_points().get(name)
     if target is None:
         raise UsageError(f"unknown protocol {name!r}; known: {', '.join(names())}")
     module, _, attr = target.partition(":")
     cls = getattr(import_module(module), attr)
     accepted = inspect.signature(cls).parameters
+    options["name"] = name
     return cls(**{k: v for k, v in options.items() if k in accepted and v is not None})

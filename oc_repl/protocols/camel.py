@@ -105,7 +105,9 @@ class CamelProtocol:
         default_timeout: float = 20.0,
         workdir: str | None = None,
         observation_limit: int = OBSERVATION_LIMIT,
+        name: str = NAME,
     ) -> None:
+        self.name = name
         if history not in HISTORY_MODES:
             raise UsageError(f"unknown history mode {history!r}; known: {', '.join(HISTORY_MODES)}")
         if relative_paths not in ("workdir", "root"):
@@ -118,9 +120,9 @@ class CamelProtocol:
         self.default_timeout = default_timeout
         self.workdir = workdir
         self.observation_limit = observation_limit
-        system, self._system_asset = load_asset(NAME, "system.txt")
+        system, self._system_asset = load_asset(name, "system.txt")
         self._system = system.decode("utf-8")
-        tools, self._tools_asset = load_asset(NAME, "tools.json")
+        tools, self._tools_asset = load_asset(name, "tools.json")
         self._tools = load_tools(tools)
         self._messages: list[Message] = []
         self._results: list[str] = []  # training mode: the results since the last user message

@@ -38,7 +38,8 @@ class TerminusProtocol:
     fmt: Format = "json"
     name = "terminus-json"
 
-    def __init__(self, wait: Wait = "detect") -> None:
+    def __init__(self, wait: Wait = "detect", name: str | None = None) -> None:
+        self.name = name or type(self).name
         self.wait = wait
         template, self._asset = load_asset(self.name, "prompt.txt")
         self._template = template.decode("utf-8")

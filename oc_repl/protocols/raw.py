@@ -1,0 +1,71 @@
+"""raw: the bare model. One reply per task, shown as it came; tool-call markup is displayed and never run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from oc_repl import events as ev
+from oc_repl.types import Asset, Emit, Message, Reply, Request, Sandbox, Step, Task
+
+_THINK = re.compile(r"^\s*(?:<think>.*?</think>|</think>)\s*", re.S)
+
+
+def _unchanged(reply: Reply) -> str:
+    """The reply as the model wrote it, minus a leading think block (that is shown as reasoning instead)."""
+    text = _THINK.sub("", reply.raw_content, count=1) if reply.raw_content else reply.content
+    for call in reply.tool_calls:
+        if call.source == "native":  # the server parsed it out of the text; put it back as the model wrote it
+            body = json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
+            text += f"\n<tool_call>\n{body}\n</tool_call>"
+    return text
+
+
+class RawProtocol:
+    name = "raw"
+    needs_sandbox = False
+
+    def __init__(self, system: str | None = None, name: str = "raw") -> None:
+        self.name = name
+        if system and system.startswith("@"):
+            system = Path(system[1:]).expanduser().read_text(encoding="utf-8")
+        self.system = system or ""
+        self._messages: list[Message] = []
+
+    def start(self, task: Task, sandbox: Sandbox | None = None) -> None:
+        self._messages = [{"role": "system", "content": self.system}] if self.system else []
+        self._messages.append({"role": "user", "content": task.instruction})
+
+    def continue_with(self, task: Task, sandbox: Sandbox | None = None) -> None:
+        self._messages.append({"role": "user", "content": task.instruction})
+
+    def request(self) -> Request:
+        return Request(messages=list(self._messages), options={})
+
+    def step(self, reply: Reply, sandbox: Sandbox, emit: Emit) -> Step:
+        text = _unchanged(reply)
+        for number, call in enumerate(reply.tool_calls, 1):
+            shown = json.dumps(call.arguments, ensure_ascii=False)
+            emit(
+                ev.ItemCompleted(
+                    item=ev.CommandExecution(
+                        id=f"raw_call_{len(self._messages)}_{number}",
+                        tool=f"{call.name} (not executed)",
+                        command=shown,
+                        aggregated_output="raw protocol: tool calls are shown, never run",
+                        status="declined",
+                    )
+                )
+            )
+        self._messages.append({"role": "assistant", "content": reply.content})
+        return Step(done=True, final_answer=text)
+
+    def assets(self) -> list[Asset]:
+        if not self.system:
+            return []
+        return [Asset("system", hashlib.sha256(self.system.encode()).hexdigest(), "user")]
+
+    def close(self) -> None:
+        pass
