@@ -214,3 +214,29 @@ def test_version_does_not_import_heavy_packages(tmp_path):
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert proc.stdout.splitlines() == ["oc-repl, version 0.1.0", "[]"], proc.stderr
+
+
+def test_sigint_mid_command_exits_130_and_kills_the_command(serve, tmp_path):
+    marker = "sleep 33.25"
+    server = serve({"replies": [exec_call(f"echo start; {marker}", timeout=60), answer("done")]})
+    transcript = tmp_path / "t.jsonl"
+    args = base_args(server, tmp_path / "w", "--transcript", str(transcript), "wait")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oc_repl", *args],
+        env=cli_env(tmp_path),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while '"command_execution"' not in (transcript.read_text() if transcript.exists() else ""):
+            assert time.monotonic() < deadline, "the command never started"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(10) == 130
+    finally:
+        proc.kill()
+    events = [parse_event(line) for line in transcript.read_text().splitlines()]
+    assert events[-1].type == "thread.completed" and events[-1].status == "interrupted"
+    assert not subprocess.run(["pgrep", "-f", marker], capture_output=True).stdout
