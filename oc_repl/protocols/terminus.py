@@ -128,7 +128,11 @@ class TerminusProtocol:
             emit(ev.ItemStarted(item=item))
             started = time.monotonic()
             terminal.send_keys(command.keystrokes)
-            terminal.wait(min(command.duration, MAX_WAIT), started, exact=self.wait == "exact")
+            try:
+                terminal.wait(min(command.duration, MAX_WAIT), started, exact=self.wait == "exact")
+            except KeyboardInterrupt:  # the user stopped the turn: stop what the keys started, too
+                terminal.send_keys("C-c")
+                raise
             item.status = "completed"
             item.aggregated_output = f"(waited {time.monotonic() - started:.2f}s of {command.duration:g}s)"
             emit(ev.ItemCompleted(item=item))

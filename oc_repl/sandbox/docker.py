@@ -15,6 +15,7 @@ import shlex
 import socket
 import tarfile
 import threading
+import time
 import uuid
 from contextlib import suppress
 from pathlib import Path, PurePosixPath
@@ -24,11 +25,17 @@ from oc_repl.errors import SandboxError, SandboxLost
 from oc_repl.sandbox.capture import CappedBuffer, OutputReader
 from oc_repl.types import ExecResult
 
-PID_DIR = "/tmp/.oc-repl"
+PID_DIR = "/tmp/.oc-repl"  # one subdirectory per sandbox: clients attached to one container keep apart
 DEFAULT_WORKDIR = "/workspace"  # camel's docker backend, as trained
 # After the exec'd process ends, a background child may still hold its output stream open; stop waiting then.
 EXIT_GRACE = 0.25
-_WRAPPER = "echo $$ > " + PID_DIR + '/{token}; exec bash -c "$1"'
+# How long a command killed by SIGKILL waits for the daemon to say whether its container went with it.
+LOSS_SETTLE = 1.0
+# The model may clean /tmp. The pid file is then written after a quiet mkdir, never with an error in the output
+# (and a command whose pid is not recorded could not be killed at its timeout).
+_WRAPPER = (
+    '{{ echo $$ > {file}; }} 2>/dev/null || {{ mkdir -p {dir} && echo $$ > {file}; }} 2>/dev/null; exec bash -c "$1"'
+)
 
 
 def connect() -> Any:
@@ -64,7 +71,8 @@ class DockerProcess:
     ) -> None:
         self._box = box
         self.token = uuid.uuid4().hex[:12]
-        argv = ["bash", "-c", _WRAPPER.format(token=self.token), "bash", command]
+        self.pidfile = f"{box.pid_dir}/{self.token}"
+        argv = ["bash", "-c", _WRAPPER.format(file=self.pidfile, dir=box.pid_dir), "bash", command]
         api = box.api
         self.exec_id = box.call(
             api.exec_create, box.id, argv, stdin=tty, tty=tty, workdir=cwd, environment=env, user=user or ""
@@ -131,10 +139,9 @@ class DockerProcess:
 
     def kill(self) -> None:
         """SIGKILL the exec'd process group inside the container (and its session, where pkill exists)."""
-        pidfile = f"{PID_DIR}/{self.token}"
         script = (
-            f'p=$(cat {pidfile} 2>/dev/null) && [ -n "$p" ] && kill -KILL -$p 2>/dev/null; '
-            f'[ -n "$p" ] && command -v pkill >/dev/null && pkill -KILL -s $p; rm -f {pidfile}'
+            f'p=$(cat {self.pidfile} 2>/dev/null) && [ -n "$p" ] && kill -KILL -$p 2>/dev/null; '
+            f'[ -n "$p" ] && command -v pkill >/dev/null && pkill -KILL -s $p; rm -f {self.pidfile}'
         )
         with suppress(SandboxError):  # the container is gone, and the process with it
             self._box.run_quick(script)
@@ -173,7 +180,8 @@ class DockerSandbox:
         self.spec = f"docker:{self.name}"
         self._procs: list[DockerProcess] = []
         self._lock = threading.Lock()
-        self.run_quick(f"mkdir -p {shlex.quote(workdir)} {PID_DIR}")
+        self.pid_dir = f"{PID_DIR}/{uuid.uuid4().hex[:12]}"
+        self.run_quick(f"mkdir -p {shlex.quote(workdir)} {self.pid_dir}")
 
     @classmethod
     def from_spec(cls, rest: str, workdir: str | None = None, **opts: Any) -> DockerSandbox:
@@ -213,10 +221,18 @@ class DockerSandbox:
         except (requests.RequestException, docker.errors.DockerException) as exc:
             raise SandboxLost(f"the docker daemon failed: {exc}") from exc
 
-    def check_running(self) -> None:
-        state = self.call(self.api.inspect_container, self.id).get("State") or {}
-        if not state.get("Running"):
-            raise SandboxLost(f"container {self.name} is {state.get('Status') or 'gone'}: it stopped during the run")
+    def check_running(self, settle: float = LOSS_SETTLE) -> None:
+        """SandboxLost unless the container runs. The daemon reports a container's end some 40 ms after the end of
+        the commands it killed, so a container still shown running is asked again for `settle` seconds."""
+        deadline = time.monotonic() + settle
+        while True:
+            state = self.call(self.api.inspect_container, self.id).get("State") or {}
+            status = state.get("Status") or "gone"
+            if status != "running":  # "removing" comes before Running turns false
+                raise SandboxLost(f"container {self.name} is {status}: it stopped during the run")
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.05)
 
     def run_quick(self, script: str) -> None:
         exec_id = self.call(self.api.exec_create, self.id, ["sh", "-c", script], user="root")["Id"]
@@ -296,7 +312,7 @@ class DockerSandbox:
         for proc in procs:
             proc.kill()
         with contextlib.suppress(SandboxError):
-            self.run_quick(f"rm -rf {PID_DIR}")
+            self.run_quick(f"rm -rf {self.pid_dir}")
 
 
 class DockerImageSandbox(DockerSandbox):
