@@ -92,7 +92,8 @@ def _base_images(dockerfile: Path) -> list[str]:
         words = line.split()
         if len(words) >= 2 and words[0].upper() == "FROM":
             args = [w for w in words[1:] if not w.startswith("--")]
-            if args and args[0] not in stages and args[0].lower() != "scratch":
+            # `FROM ${BASE}` names its image only once the build substitutes the ARG: the build itself checks it
+            if args and args[0] not in stages and args[0].lower() != "scratch" and "$" not in args[0]:
                 bases.append(args[0])
             if len(args) >= 3 and args[1].upper() == "AS":
                 stages.add(args[2])
@@ -118,6 +119,8 @@ def build_image(task: TaskDir, pull: bool = False) -> str:
                     f"task {task.name} builds FROM {base}, which is not available locally",
                     hint="build or load that image first (e.g. .ci/test-image.sh for the examples), or pass --image",
                 ) from exc
+            except docker.errors.APIError as exc:  # e.g. a name the daemon cannot parse
+                raise SandboxError(f"task {task.name} builds FROM {base}: {exc.explanation or exc}") from exc
     tag = f"oc-repl-task-{task.name.lower()}:latest"
     try:
         client.images.build(path=str(task.path), tag=tag, rm=True, pull=pull)

@@ -1,0 +1,398 @@
+"""The docker drivers on a real dockerd: camel tool semantics in a container, the driver's bookkeeping, attach mode.
+
+Needs a reachable daemon (DOCKER_HOST) and the image .ci/test-image.sh builds. Without them these tests skip, except
+under CI=true, where a missing daemon is a failure: CI must never pass by skipping the container tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oc_repl.events import parse_event
+from oc_repl.protocols.camel_tools import (
+    COMPLETED,
+    NO_OUTPUT,
+    OBSERVATION_LIMIT,
+    STILL_RUNNING,
+    TERMINATED_EMPTY,
+    CamelTerminalTools,
+)
+from tests.conftest import ROOT, cli_env, run_cli
+from tests.fakeserver import call_text
+
+IMAGE = os.environ.get("OC_REPL_TEST_IMAGE", "oc-repl-test:bookworm")
+TEST_LABEL = "oc-repl-test"  # containers these tests create themselves (attach mode)
+
+
+def docker_session() -> Iterator[Any]:
+    """A docker client, or a skip (a failure under CI=true) when the daemon or the test image is missing."""
+    import docker
+
+    def unavailable(reason: str) -> None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason}; CI=true, so the docker tests may not be skipped", pytrace=False)
+        pytest.skip(reason)
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as exc:
+        unavailable(f"docker daemon unreachable (DOCKER_HOST={os.environ.get('DOCKER_HOST', '')}): {exc}")
+    try:
+        client.images.get(IMAGE)
+    except docker.errors.ImageNotFound:
+        unavailable(f"test image {IMAGE} is missing; .ci/test-image.sh builds it")
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def docker_client() -> Iterator[Any]:
+    yield from docker_session()
+
+
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_client")]
+
+
+# --- helpers shared with test_docker_tasks.py -----------------------------------------------------------------------
+
+
+def make_container(client: Any, start: bool = True) -> Any:
+    """A container of our own for attach mode, as a user would start it: no network, `sleep infinity`."""
+    name = f"oc-repl-test-{uuid.uuid4().hex[:10]}"
+    container = client.containers.create(
+        IMAGE, ["sleep", "infinity"], name=name, network_mode="none", labels={TEST_LABEL: "1"}
+    )
+    if start:
+        container.start()
+    return container
+
+
+def container_factory(client: Any) -> Iterator[Callable[..., Any]]:
+    """Makes attach-mode containers, each removed when the test ends, whatever happened."""
+    made: list[Any] = []
+
+    def make(start: bool = True) -> Any:
+        made.append(make_container(client, start))
+        return made[-1]
+
+    yield make
+    for container in made:
+        with suppress(Exception):  # removed by the test itself
+            container.remove(force=True)
+
+
+@pytest.fixture
+def own_container(docker_client: Any) -> Iterator[Callable[..., Any]]:
+    yield from container_factory(docker_client)
+
+
+def live_processes(container: Any) -> list[str]:
+    """Command lines of the container's processes, zombies left out: `sleep infinity` as PID 1 reaps nothing."""
+    out = container.exec_run(["ps", "-eo", "stat=,args="]).output.decode()
+    return [line.split(None, 1)[1] for line in out.splitlines() if line.strip() and not line.lstrip().startswith("Z")]
+
+
+def wait_gone(container: Any, args: str, within: float = 3.0) -> list[str]:
+    """The processes running `args`, once they are gone or `within` seconds have passed (SIGKILL is not instant)."""
+    deadline = time.monotonic() + within
+    while True:
+        left = [p for p in live_processes(container) if p == args]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+def exec_call(command: str, call_id: str = "s1", **extra: Any) -> dict:
+    return {"text": call_text("shell_exec", {"id": call_id, "command": command, "block": True, **extra})}
+
+
+def write_call(content: str, file_path: str) -> dict:
+    return {"text": call_text("shell_write_content_to_file", {"content": content, "file_path": file_path})}
+
+
+def answer(text: str) -> dict:
+    return {"text": f"<think>\n\n</think>\n\n{text}"}
+
+
+def cli_args(server: Any, sandbox: str, *more: str) -> list[str]:
+    return ["run", "--api-base", server.url, "--sandbox", sandbox, "--retries", "0", *more]
+
+
+def events_of(stdout: str) -> list[Any]:
+    return [parse_event(line) for line in stdout.splitlines()]
+
+
+def completed_commands(events: list[Any]) -> list[Any]:
+    return [e.item for e in events if e.type == "item.completed" and e.item.type == "command_execution"]
+
+
+def started_cli(args: list[str], tmp_path: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "oc_repl", *args],
+        env=cli_env(tmp_path),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for_command(transcript: Path, command: str, proc: subprocess.Popen, within: float = 30.0) -> None:
+    """Block until the transcript shows `command` started (only whole lines are read; the writer flushes per event)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        text = transcript.read_text() if transcript.exists() else ""
+        for line in text.splitlines(keepends=True):
+            event = json.loads(line) if line.endswith("\n") else {}
+            if event.get("type") == "item.started" and event["item"].get("command") == command:
+                return
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended before {command!r} started: {proc.communicate()}")
+        time.sleep(0.05)
+    pytest.fail(f"{command!r} never started")
+
+
+# --- camel tools in a container -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tools(docker_client: Any) -> Iterator[CamelTerminalTools]:
+    from oc_repl.sandbox.docker import DockerImageSandbox
+
+    box = DockerImageSandbox.from_spec(IMAGE)
+    toolbox = CamelTerminalTools(box)
+    try:
+        yield toolbox
+    finally:
+        toolbox.close_sessions()
+        box.close()
+
+
+def text_of(tools: CamelTerminalTools, name: str, **arguments: Any) -> str:
+    return tools.call(name, arguments).text
+
+
+def test_blocking_calls_are_fresh_shells_in_workspace_merged_and_without_status(tools: CamelTerminalTools):
+    assert text_of(tools, "shell_exec", id="a", command="pwd") == "/workspace\n"
+    assert text_of(tools, "shell_exec", id="a", command="cd /tmp && export X=1 && pwd") == "/tmp\n"
+    assert text_of(tools, "shell_exec", id="a", command='pwd; echo "x${X}x"') == "/workspace\nxx\n"
+    merged = tools.call("shell_exec", {"id": "a", "command": "echo out; echo err >&2; exit 3"})
+    # both streams arrive, in an order the daemon does not promise; the status is for events only
+    assert sorted(merged.text.splitlines()) == ["err", "out"] and merged.exit_code == 3
+    assert text_of(tools, "shell_exec", id="a", command="exit 7") == NO_OUTPUT
+    # a command that dies of SIGKILL in a running container is just a command that ended, not a lost sandbox
+    killed = tools.call("shell_exec", {"id": "a", "command": "kill -KILL $$"})
+    assert killed.status == "completed" and killed.exit_code == 137 and killed.text == NO_OUTPUT
+    assert text_of(tools, "shell_exec", id="a", command="test -t 1 && echo tty || echo pipe") == "pipe\n"
+
+
+def test_workspace_is_created_in_an_attached_container(docker_client: Any, own_container: Callable[..., Any]):
+    from oc_repl.sandbox.docker import DockerSandbox
+
+    container = own_container()
+    assert container.exec_run(["test", "-e", "/workspace"]).exit_code != 0  # the image has none
+    box = DockerSandbox(docker_client, container)
+    toolbox = CamelTerminalTools(box)
+    try:
+        assert text_of(toolbox, "shell_exec", id="a", command="pwd") == "/workspace\n"
+        deep = CamelTerminalTools(box, workdir="/srv/deep/work")
+        assert text_of(deep, "shell_exec", id="a", command="pwd") == "/srv/deep/work\n"
+    finally:
+        toolbox.close_sessions()
+        box.close()
+    container.reload()
+    assert container.status == "running"  # attach mode leaves the container alone
+
+
+def test_timed_out_blocking_call_becomes_a_background_session(tools: CamelTerminalTools):
+    started = time.monotonic()
+    result = tools.call("shell_exec", {"id": "bg", "command": "echo begin; sleep 2; echo end", "timeout": 0.5})
+    assert result.status == "timed_out" and "shell_view('bg')" in result.text
+    assert time.monotonic() - started < 1.5
+    assert text_of(tools, "shell_view", id="bg") == STILL_RUNNING
+    deadline = time.monotonic() + 10
+    while (view := text_of(tools, "shell_view", id="bg")) == STILL_RUNNING and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert view == f"begin\nend\n\n\n{COMPLETED}"  # the whole output, then the marker, once
+    assert text_of(tools, "shell_view", id="bg") == TERMINATED_EMPTY
+    assert text_of(tools, "shell_view", id="bg") == TERMINATED_EMPTY
+
+
+def test_interactive_python_session_answers_written_input(tools: CamelTerminalTools):
+    started = text_of(tools, "shell_exec", id="py", command="python3 -i", block=False)
+    assert "'py' started" in started
+    out = text_of(tools, "shell_write_to_process", id="py", command="print(6*7)")
+    assert "\r\n42\r\n" in out  # raw tty output: the echoed input, then the answer
+    # a null `block` is non-blocking too, and such sessions have a terminal
+    text_of(tools, "shell_exec", id="t", command="tty; sleep 0.2", block=None)
+    deadline, seen = time.monotonic() + 5, ""
+    while "/dev/pts/" not in seen and time.monotonic() < deadline:
+        seen += text_of(tools, "shell_view", id="t")
+        time.sleep(0.1)
+    assert "/dev/pts/" in seen
+
+
+def test_write_content_to_file_creates_missing_parents(tools: CamelTerminalTools):
+    box = tools.sandbox
+    first = tools.call("shell_write_content_to_file", {"content": "one\ntwo\n", "file_path": "notes/deep/a.txt"})
+    assert first.status == "completed" and first.created and first.path == "/workspace/notes/deep/a.txt"
+    assert box.read_file("/workspace/notes/deep/a.txt") == b"one\ntwo\n"
+    absolute = tools.call("shell_write_content_to_file", {"content": "ü\n", "file_path": "/opt/new/dir/b.txt"})
+    assert absolute.status == "completed" and absolute.path == "/opt/new/dir/b.txt"
+    assert text_of(tools, "shell_exec", id="c", command="cat /opt/new/dir/b.txt") == "ü\n"
+    again = tools.call("shell_write_content_to_file", {"content": "x", "file_path": "notes/deep/a.txt"})
+    assert not again.created and box.read_file("notes/deep/a.txt") == b"x"  # overwritten, not appended
+
+
+def test_timed_out_background_pair_leaves_no_sleep_behind(tools: CamelTerminalTools):
+    container = tools.sandbox.container
+    result = tools.call("shell_exec", {"id": "k", "command": "sleep 100 & sleep 100", "timeout": 0.5})
+    assert result.status == "timed_out"
+    assert live_processes(container).count("sleep 100") == 2  # as trained: it keeps running as a session
+    tools.close_sessions()  # the end of the episode
+    assert wait_gone(container, "sleep 100") == []
+    # a driver-level timeout (verifiers, setup) kills the whole tree at once
+    started = time.monotonic()
+    timed = tools.sandbox.exec("sleep 101 & sleep 101", timeout=0.5)
+    assert timed.timed_out and timed.exit_code is None and time.monotonic() - started < 3
+    assert wait_gone(container, "sleep 101") == []
+
+
+def test_huge_output_is_capped_at_capture(docker_client: Any):
+    # Measured in a fresh interpreter, so the peak RSS it reports belongs to this command alone.
+    script = f"""
+import json, resource, time
+from oc_repl.sandbox.docker import DockerImageSandbox
+from oc_repl.protocols.camel_tools import CamelTerminalTools
+box = DockerImageSandbox.from_spec({IMAGE!r})
+try:
+    tools = CamelTerminalTools(box)
+    # a first result of the kept size sets the baseline: turning 1 MB of lines into text has a cost of its own
+    tools.call("shell_exec", {{"id": "w", "command": "yes | head -c 2000000"}})
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.monotonic()
+    result = tools.call("shell_exec", {{"id": "h", "command": "yes | head -c 200000000", "timeout": 120}})
+    seconds = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    raw = box.exec("yes | head -c 50000000", timeout=60)
+    report = {{"growth_kib": after - before, "text": result.text, "seconds": seconds}}
+    print(json.dumps({{**report, "raw_len": len(raw.output), "raw_dropped": raw.dropped}}))
+finally:
+    box.close()
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=110, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["growth_kib"] < 16 * 1024, report  # 200 MB went through; a few MB stayed
+    # the driver keeps head and tail of its 1 MiB limit and counts the rest, before any text is made
+    assert report["raw_len"] < (1 << 20) + 100 and report["raw_dropped"] == 50_000_000 - (1 << 20)
+    text = report["text"]
+    assert len(text) <= OBSERVATION_LIMIT + 100 and "characters omitted" in text
+    assert text.startswith("y\ny\n") and text.endswith("y\ny\n")
+
+
+def test_cleaning_tmp_breaks_neither_output_nor_timeouts(tools: CamelTerminalTools):
+    assert text_of(tools, "shell_exec", id="a", command="rm -rf /tmp/* /tmp/.[!.]*; echo clean") == "clean\n"
+    assert text_of(tools, "shell_exec", id="a", command="echo hi") == "hi\n"  # nothing about a missing pid file
+    timed = tools.sandbox.exec("sleep 102", timeout=0.5)
+    assert timed.timed_out and timed.output == b""
+    assert wait_gone(tools.sandbox.container, "sleep 102") == []
+
+
+def test_clients_sharing_a_container_keep_their_processes_apart(docker_client: Any, own_container: Any):
+    from oc_repl.sandbox.docker import DockerSandbox
+
+    container = own_container()
+    first, second = DockerSandbox(docker_client, container), DockerSandbox(docker_client, container)
+    proc = second.spawn("sleep 103", tty=False)
+    deadline = time.monotonic() + 5
+    while "sleep 103" not in live_processes(container) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    first.close()  # must not take the other client's handles on its processes with it
+    proc.kill()
+    assert wait_gone(container, "sleep 103") == []
+    second.close()
+
+
+def test_closing_stops_what_commands_left_behind_in_one_exec(docker_client: Any, own_container: Any):
+    from oc_repl.sandbox.docker import DockerSandbox
+
+    container = own_container()
+    container.exec_run(["sleep", "105"], detach=True)  # the user's own process, none of ours
+    box = DockerSandbox(docker_client, container)
+    tools = CamelTerminalTools(box)
+    assert text_of(tools, "shell_exec", id="a", command="sleep 104 >/dev/null & echo left") == "left\n"
+    for _ in range(10):
+        text_of(tools, "shell_exec", id="a", command="true")
+    box.exec("sleep 106 >/dev/null &", timeout=10)
+    responses: list[Any] = []
+    box.api.hooks["response"].append(lambda response, *args, **kwargs: responses.append(response))
+    try:
+        box.close()
+    finally:
+        box.api.hooks["response"].pop()
+    assert len(responses) == 2  # one exec (create, start), however many commands ran
+    assert wait_gone(container, "sleep 104") == [] and wait_gone(container, "sleep 106") == []
+    assert "sleep 105" in live_processes(container)
+
+
+# --- attach mode through the CLI ------------------------------------------------------------------------------------
+
+
+def test_attach_mode_episode_leaves_the_container_running_with_its_file(serve, tmp_path, own_container):
+    container = own_container()
+    server = serve(
+        {
+            "replies": [
+                write_call("kept\n", "out/r.txt"),
+                exec_call("cat out/r.txt; pwd"),
+                answer("Wrote out/r.txt."),
+            ]
+        }
+    )
+    proc = run_cli(cli_args(server, f"docker:{container.name}", "--json", "write the file"), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    events = events_of(proc.stdout)
+    assert events[0].sandbox == f"docker:{container.name}"
+    assert [c.aggregated_output for c in completed_commands(events)] == ["kept\n/workspace\n"]
+    assert events[-1].status == "done" and events[-1].kept_container == ""
+    container.reload()
+    assert container.status == "running"
+    assert container.exec_run(["cat", "/workspace/out/r.txt"]).output == b"kept\n"
+
+
+def test_attach_to_missing_container_fails_before_any_model_call(serve, tmp_path):
+    server = serve({"replies": [answer("never asked")]})
+    name = f"oc-repl-absent-{uuid.uuid4().hex[:8]}"
+    started = time.monotonic()
+    proc = run_cli(cli_args(server, f"docker:{name}", "hello"), tmp_path)
+    assert proc.returncode == 6, proc.stderr
+    assert f"no container named '{name}'" in proc.stderr and "Traceback" not in proc.stderr
+    assert server.chat_requests() == [] and time.monotonic() - started < 15
+
+
+@pytest.mark.parametrize("how", ["created", "killed"])
+def test_attach_to_stopped_container_is_a_sandbox_error(serve, tmp_path, own_container, how):
+    container = own_container(start=how != "created")
+    if how == "killed":
+        container.kill()  # `sleep` as PID 1 ignores SIGTERM, so a stop would take its full grace period
+        container.reload()
+    server = serve({"replies": [answer("never asked")]})
+    proc = run_cli(cli_args(server, f"docker:{container.name}", "hello"), tmp_path)
+    assert proc.returncode == 6, proc.stderr
+    assert f"container '{container.name}' is {container.status}, not running" in proc.stderr
+    assert f"docker start {container.name}" in proc.stderr
+    assert server.chat_requests() == []
