@@ -62,9 +62,13 @@ class TerminusProtocol:
             self._terminal = TmuxTerminal(sandbox, cwd=cwd, socket=socket)
         return self._terminal
 
+    def first_message(self, task: Task, terminal_state: str) -> Message:
+        """The filled template for a task, given the terminal as the model is first shown it."""
+        content = self._template.format(instruction=task.instruction, terminal_state=terminal_state)
+        return {"role": "user", "content": content}
+
     def _first_message(self, task: Task, sandbox: Sandbox | None) -> Message:
-        screen = limit_output(self._terminal_for(sandbox).incremental_output())
-        return {"role": "user", "content": self._template.format(instruction=task.instruction, terminal_state=screen)}
+        return self.first_message(task, limit_output(self._terminal_for(sandbox).incremental_output()))
 
     def start(self, task: Task, sandbox: Sandbox | None = None) -> None:
         self.close()
