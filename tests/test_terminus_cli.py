@@ -15,8 +15,12 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is no
 
 
 def js(commands: list[tuple[str, float]], complete: bool = False, analysis: str = "looking") -> dict:
-    body = {"analysis": analysis, "plan": "next steps",
-            "commands": [{"keystrokes": k, "duration": d} for k, d in commands], "task_complete": complete}
+    body = {
+        "analysis": analysis,
+        "plan": "next steps",
+        "commands": [{"keystrokes": k, "duration": d} for k, d in commands],
+        "task_complete": complete,
+    }
     return {"text": "<think>\n\n</think>\n\n" + json.dumps(body)}
 
 
@@ -27,8 +31,20 @@ def xml(commands: list[tuple[str, float]], complete: bool = False) -> dict:
 
 
 def terminus(server, work, protocol: str, *more: str) -> list[str]:
-    return ["run", "--api-base", server.url, "--protocol", protocol, "--sandbox", f"local:{work}", "--yes",
-            "--retries", "0", "--json", *more]
+    return [
+        "run",
+        "--api-base",
+        server.url,
+        "--protocol",
+        protocol,
+        "--sandbox",
+        f"local:{work}",
+        "--yes",
+        "--retries",
+        "0",
+        "--json",
+        *more,
+    ]
 
 
 def user_messages(server) -> list[str]:
@@ -49,13 +65,20 @@ def test_create_a_file_and_verify(serve, tmp_path, protocol, reply):
     assert "Current Terminal Screen:\n" in first["messages"][0]["content"]
     second = user_messages(server)[-1]
     assert second.startswith("Current terminal state:\nNew Terminal Output:\n") and "echo Hello > hello.txt" in second
-    marker = '"task_complete": true in your JSON' if protocol == "terminus-json" else "<task_complete>true</task_complete>"
+    marker = (
+        '"task_complete": true in your JSON' if protocol == "terminus-json" else "<task_complete>true</task_complete>"
+    )
     assert marker in second
 
 
 def test_ctrl_c_interrupts_a_running_sleep(serve, tmp_path):
-    replies = [js([("sleep 100.5\n", 0.5)]), js([("C-c", 0.5)]), js([("echo back-at-prompt\n", 0.5)]),
-               js([], complete=True), js([], complete=True)]
+    replies = [
+        js([("sleep 100.5\n", 0.5)]),
+        js([("C-c", 0.5)]),
+        js([("echo back-at-prompt\n", 0.5)]),
+        js([], complete=True),
+        js([], complete=True),
+    ]
     server = serve({"replies": replies})
     proc = run_cli(terminus(server, tmp_path / "w", "terminus-json", "interrupt"), tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -67,21 +90,29 @@ def test_ctrl_c_interrupts_a_running_sleep(serve, tmp_path):
 
 
 def test_parse_error_turn_then_a_good_one(serve, tmp_path):
-    server = serve({"replies": [{"text": "I will now list the files."}, js([("ls\n", 0.2)]), js([], True),
-                                js([], True)]})
+    server = serve(
+        {"replies": [{"text": "I will now list the files."}, js([("ls\n", 0.2)]), js([], True), js([], True)]}
+    )
     proc = run_cli(terminus(server, tmp_path / "w", "terminus-json", "list"), tmp_path)
     assert proc.returncode == 0, proc.stderr
     feedback = user_messages(server)[1]
-    assert feedback == ("Previous response had parsing errors:\nERROR: No valid JSON found in response\n"
-                        "WARNINGS: - No valid JSON object found\n\n"
-                        "Please fix these issues and provide a proper JSON response.")
+    assert feedback == (
+        "Previous response had parsing errors:\nERROR: No valid JSON found in response\n"
+        "WARNINGS: - No valid JSON object found\n\n"
+        "Please fix these issues and provide a proper JSON response."
+    )
     events = [parse_event(line) for line in proc.stdout.splitlines()]
     assert [e.item.type for e in events if e.type == "item.completed"].count("parse_error") == 1
 
 
 def test_one_task_complete_does_not_end_but_two_in_a_row_do(serve, tmp_path):
-    replies = [js([("echo one\n", 0.2)], complete=True), js([("echo two\n", 0.2)]), js([], complete=True),
-               js([], complete=True), js([("echo never\n", 0.2)])]
+    replies = [
+        js([("echo one\n", 0.2)], complete=True),
+        js([("echo two\n", 0.2)]),
+        js([], complete=True),
+        js([], complete=True),
+        js([("echo never\n", 0.2)]),
+    ]
     server = serve({"replies": replies})
     proc = run_cli(terminus(server, tmp_path / "w", "terminus-json", "count"), tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -127,6 +158,9 @@ def test_exact_wait_sleeps_every_duration(serve, tmp_path):
     assert proc.returncode == 0, proc.stderr
     turns = [json.loads(line) for line in proc.stdout.splitlines() if '"turn.completed"' in line]
     assert turns[0]["duration_s"] < 1.0  # the model's own time; the wait is measured below
-    waits = [json.loads(line)["item"]["aggregated_output"] for line in proc.stdout.splitlines()
-             if '"keystrokes"' in line and '"item.completed"' in line]
+    waits = [
+        json.loads(line)["item"]["aggregated_output"]
+        for line in proc.stdout.splitlines()
+        if '"keystrokes"' in line and '"item.completed"' in line
+    ]
     assert waits and float(waits[0].split("waited ")[1].split("s")[0]) >= 1.5
