@@ -10,6 +10,8 @@ from typing import Any
 import click
 
 from oc_repl import __version__
+from oc_repl.cli_doctor import doctor
+from oc_repl.cli_protocols import protocols
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -147,3 +149,7 @@ def show(transcript: Path) -> None:
     render = HumanRenderer()
     for event in read_events(transcript):
         render(event)
+
+
+main.add_command(doctor)
+main.add_command(protocols)
