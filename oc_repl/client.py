@@ -36,6 +36,10 @@ class _Incomplete(Exception):
     """The server ended a response before it was whole (no finish_reason, no choices)."""
 
 
+class _NoStream(Exception):
+    """A stream with tools that carried no data at all: llama-cpp-python's answer when it cannot stream a call."""
+
+
 class _Failure:
     __slots__ = ("error", "retry")
 
@@ -77,6 +81,7 @@ class ChatClient:
         self.native_calls = 0
         self.salvaged_calls = 0
         self.last_request: dict[str, Any] = {}
+        self.stream_tools = True  # False once the server showed it cannot stream replies to requests with tools
         self._streaming = stream
         connect = min(10.0, request_timeout)
         # A stream's read timeout is the longest silence between bytes; a plain response arrives
@@ -111,10 +116,16 @@ class ChatClient:
     ) -> Reply:
         body = self._request_body(messages, options)
         self.last_request = body
-        stream = self._streaming = bool(options.get("stream", self.stream))
+        wanted = bool(options.get("stream", self.stream))
+        stream = self._streaming = wanted and (self.stream_tools or "tools" not in body)
         max_tokens = options.get("max_tokens") or options.get("max_completion_tokens")
         if stream:
-            reply = self._with_retries(lambda: self._streamed(body, max_tokens, on_delta))
+            try:
+                reply = self._with_retries(lambda: self._streamed(body, max_tokens, on_delta))
+            except _NoStream:
+                reply = None
+            if reply is None:
+                reply = self._plain_fallback(body, max_tokens)
         else:
             reply = self._with_retries(lambda: self._plain(body, max_tokens))
         for call in reply.tool_calls:
@@ -170,6 +181,8 @@ class ChatClient:
         finally:
             response.close()
         if acc.finish_reason is None:
+            if not chunks and "tools" in body:
+                raise _NoStream
             raise _Incomplete("the stream ended before the reply was complete")
         if router is not None:
             router.flush()
@@ -192,6 +205,21 @@ class ChatClient:
         reply.raw = raw
         reply.duration_s = time.monotonic() - started
         return reply
+
+    def _plain_fallback(self, body: dict[str, Any], max_tokens: int | None) -> Reply:
+        """The same request unstreamed; later requests with tools skip the stream attempt."""
+        self.stream_tools = self._streaming = False
+
+        def attempt() -> Reply:
+            try:
+                return self._plain(body, max_tokens)
+            except self._openai.APIConnectionError as exc:
+                if _connect_failed(exc) or isinstance(exc, self._openai.APITimeoutError):
+                    raise
+                # the server resets the connection its failed stream used, and the pool hands that one out first
+                return self._plain(body, max_tokens)
+
+        return self._with_retries(attempt)
 
     # --- failures ------------------------------------------------------------------------------------
 

@@ -449,13 +449,24 @@ def test_stalled_stream_times_out_and_fails(run):
     assert len(r.retries) == 1 and len(r.chat_bodies()) == 2
 
 
-def test_stream_closed_without_data_is_retried(run):
+def test_stream_closed_without_data_falls_back_to_plain(run):
     # llama-cpp-python's known failure: HTTP 200, then the connection closes with nothing sent
     script = {"flavour": "llamacpp-python", "strict": True, "cycle": True, "replies": [{"text": "ok"}]}
     r = run(script, retries=1)
-    with pytest.raises(ServerError, match="ended before"):
+    assert r.complete().content == "ok" and r.client.stream_tools is False
+    assert [bool(b.get("stream")) for b in r.chat_bodies()] == [True, False] and r.retries == []
+    r.complete()  # later requests with tools go plain at once; requests without tools still stream
+    r.complete({})
+    assert [bool(b.get("stream")) for b in r.chat_bodies()] == [True, False, False, True]
+
+
+def test_stream_broken_after_data_is_retried_not_unstreamed(run):
+    script = {"flavour": "sglang", "cycle": True, "replies": [{"text": "ok", "disconnect": True}]}
+    r = run(script, retries=1)
+    with pytest.raises(ServerError):
         r.complete()
-    assert len(r.retries) == 1
+    assert len(r.retries) == 1 and r.client.stream_tools is True
+    assert all(b.get("stream") for b in r.chat_bodies())
 
 
 def test_nothing_listening(run):
