@@ -45,6 +45,7 @@ class Reply:
     malformed_calls: list[str] = field(default_factory=list)  # <tool_call> blocks whose JSON did not parse
     finish_reason: str = ""
     truncated: bool = False  # cut by the token cap, or call arguments that do not parse: never executed
+    cut_off: bool = False  # the token cap ended it (finish_reason "length", or every allowed token spent)
     usage: Usage | None = None
     raw: dict[str, Any] = field(default_factory=dict)  # the exact response, or the accumulated stream
     raw_content: str = ""  # content exactly as received (think block included), for history modes that keep it

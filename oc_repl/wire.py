@@ -387,7 +387,8 @@ def build_reply(message: dict[str, Any], finish_reason: str | None, usage: Any, 
                 reply.reasoning = rest
         reply.tool_calls, reply.malformed_calls = calls, bad
     spent = reply.usage.completion_tokens if reply.usage else 0
-    reply.truncated = finish_reason == "length" or bool(max_tokens and spent >= max_tokens) or broken_native
+    reply.cut_off = finish_reason == "length" or bool(max_tokens and spent >= max_tokens)
+    reply.truncated = reply.cut_off or broken_native
     if reply.truncated and reply.tool_calls:
         reply.malformed_calls = [render_call(c.name, c.arguments) for c in reply.tool_calls] + reply.malformed_calls
         reply.tool_calls = []

@@ -162,7 +162,7 @@ class CamelProtocol:
     # --- one turn -----------------------------------------------------------------------------------------------
 
     def step(self, reply: Reply, sandbox: Sandbox, emit: Emit) -> Step:
-        if reply.truncated:
+        if reply.cut_off:
             calls: list[ToolCall] = []
             feedback = [TRUNCATED]
         else:

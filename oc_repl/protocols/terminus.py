@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from typing import Literal
 
 from oc_repl import events as ev
+from oc_repl.errors import UsageError
 from oc_repl.protocols import load_asset
 from oc_repl.protocols.terminus_parse import (
     Format,
@@ -28,7 +30,7 @@ from oc_repl.protocols.terminus_parse import (
     salvage_xml,
     strip_think,
 )
-from oc_repl.sandbox.terminal import MAX_WAIT, TmuxTerminal
+from oc_repl.sandbox.terminal import MAX_WAIT, Terminal, TmuxTerminal
 from oc_repl.types import Asset, Emit, Message, Reply, Request, Sandbox, Step, Task
 
 Wait = Literal["detect", "exact"]
@@ -46,20 +48,32 @@ class TerminusProtocol:
         self._parse = parse_json if self.fmt == "json" else parse_xml
         self._messages: list[Message] = []
         self._pending_completion = False
-        self._terminal: TmuxTerminal | None = None
+        self._terminal: Terminal | None = None
         self._ids = 0
 
     # --- conversation -------------------------------------------------------------------------------------------
 
-    def _terminal_for(self, sandbox: Sandbox | None) -> TmuxTerminal:
+    def _terminal_for(self, sandbox: Sandbox | None) -> Terminal:
         if self._terminal is None or self._terminal.sandbox is not sandbox:
             if sandbox is None:
                 raise ValueError("a terminus protocol needs the sandbox when it starts")
             self.close()
             # As upstream: the shell starts in the image's WORKDIR; locally, on a tmux server of our own.
             cwd = getattr(sandbox, "image_workdir", None) or sandbox.workdir
-            socket = f"oc-repl-{id(self):x}" if sandbox.spec.startswith("local:") else None
-            self._terminal = TmuxTerminal(sandbox, cwd=cwd, socket=socket)
+            # tmux where the sandbox has it, as upstream runs; else a pty with the screen kept here.
+            # OC_REPL_TERMINAL=tmux|pty forces one.
+            choice = os.environ.get("OC_REPL_TERMINAL") or "auto"
+            if choice not in ("auto", "tmux", "pty"):
+                raise UsageError(f"OC_REPL_TERMINAL={choice}: expected auto, tmux or pty")
+            if choice == "auto":
+                choice = "tmux" if sandbox.exec("command -v tmux", timeout=30).exit_code == 0 else "pty"
+            if choice == "pty":
+                from oc_repl.sandbox.pty_terminal import PtyTerminal  # pyte is needed only here
+
+                self._terminal = PtyTerminal(sandbox, cwd=cwd)
+            else:
+                socket = f"oc-repl-{id(self):x}" if sandbox.spec.startswith("local:") else None
+                self._terminal = TmuxTerminal(sandbox, cwd=cwd, socket=socket)
         return self._terminal
 
     def first_message(self, task: Task, terminal_state: str) -> Message:
@@ -96,7 +110,7 @@ class TerminusProtocol:
     def step(self, reply: Reply, sandbox: Sandbox, emit: Emit) -> Step:
         terminal = self._terminal_for(sandbox)
         text = reply.content
-        if reply.truncated or reply.finish_reason == "length":
+        if reply.cut_off:
             salvaged = salvage_xml(reply.raw_content or text) if self.fmt == "xml" else None
             if salvaged is None:
                 return self._length_overflow(text, emit)
@@ -125,7 +139,7 @@ class TerminusProtocol:
         fingerprint = hashlib.sha256(json.dumps([keys, observation]).encode()).hexdigest()
         return Step(fingerprint=fingerprint)
 
-    def _execute(self, parsed: Parsed, terminal: TmuxTerminal, emit: Emit) -> str:
+    def _execute(self, parsed: Parsed, terminal: Terminal, emit: Emit) -> str:
         for command in parsed.commands:
             self._ids += 1
             item = ev.CommandExecution(id=f"keys_{self._ids}", tool="keystrokes", command=command.keystrokes)
