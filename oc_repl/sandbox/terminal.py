@@ -2,7 +2,8 @@
 
 Every tmux call goes through `Sandbox.exec`, so the same code drives a local tmux server (on a private socket,
 never the user's own) and one inside a container. Screens are exactly what tmux captures: 160x40, trailing
-spaces trimmed, empty rows kept.
+spaces trimmed, empty rows kept. `Terminal` holds the waiting and observation rules every backend shares; sandboxes
+without tmux get PtyTerminal (pty_terminal.py), which shows the same screens.
 """
 
 from __future__ import annotations
@@ -43,7 +44,57 @@ def _shell_idle(stat: str, children: str) -> bool:
     return state == "S" and pgrp == tpgid and not children.strip()
 
 
-class TmuxTerminal:
+class Terminal:
+    """What the terminus protocol drives: keys in, screens out. Subclasses bring the terminal itself; the waiting
+    rule and the observation rule are shared, so every backend is judged and shown the same way."""
+
+    sandbox: Sandbox
+    _previous: str | None = None
+
+    def send_keys(self, keys: str) -> None:
+        raise NotImplementedError
+
+    def capture(self, entire: bool = False) -> str:
+        raise NotImplementedError
+
+    def probe(self) -> Probe:
+        raise NotImplementedError
+
+    def alive(self) -> bool:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def wait(self, duration: float, started: float, exact: bool = False) -> None:
+        """Wait what upstream waits after a command, `min(duration, 60)` from `started`; unless `exact`, return
+        as soon as the shell is provably idle twice in a row with the same screen (nothing more can change)."""
+        deadline = started + min(max(duration, 0.0), MAX_WAIT)
+        if exact:
+            time.sleep(max(0.0, deadline - time.monotonic()))
+            return
+        last: Probe | None = None
+        while time.monotonic() < deadline:
+            probe = self.probe()
+            if probe.idle and last is not None and last.idle and last.screen == probe.screen:
+                return
+            last = probe
+            time.sleep(min(POLL, max(0.0, deadline - time.monotonic())))
+
+    def incremental_output(self) -> str:
+        """What the model is shown after its commands, by upstream's rule: the part of the scrollback from the
+        last line of the previous capture on, or the visible screen when that capture cannot be found."""
+        current = self.capture(entire=True)
+        previous, self._previous = self._previous, current
+        if previous is None:
+            return f"Current Terminal Screen:\n{self.capture()}"
+        new = find_new_content(previous, current)
+        if new is not None and new.strip():
+            return f"New Terminal Output:\n{new}"
+        return f"Current Terminal Screen:\n{self.capture()}"
+
+
+class TmuxTerminal(Terminal):
     def __init__(self, sandbox: Sandbox, cwd: str | None = None, socket: str | None = None) -> None:
         self.sandbox = sandbox
         self.tmux = "tmux" + (f" -L {shlex.quote(socket)}" if socket else "")
@@ -84,33 +135,6 @@ class TmuxTerminal:
         head, _, screen = self._run(script).partition(_SPLIT + "\n")
         stat, _, children = head.partition("\n")
         return Probe(idle=_shell_idle(stat, children), screen=screen)
-
-    def wait(self, duration: float, started: float, exact: bool = False) -> None:
-        """Wait what upstream waits after a command, `min(duration, 60)` from `started`; unless `exact`, return
-        as soon as the shell is provably idle twice in a row with the same screen (nothing more can change)."""
-        deadline = started + min(max(duration, 0.0), MAX_WAIT)
-        if exact:
-            time.sleep(max(0.0, deadline - time.monotonic()))
-            return
-        last: Probe | None = None
-        while time.monotonic() < deadline:
-            probe = self.probe()
-            if probe.idle and last is not None and last.idle and last.screen == probe.screen:
-                return
-            last = probe
-            time.sleep(min(POLL, max(0.0, deadline - time.monotonic())))
-
-    def incremental_output(self) -> str:
-        """What the model is shown after its commands, by upstream's rule: the part of the scrollback from the
-        last line of the previous capture on, or the visible screen when that capture cannot be found."""
-        current = self.capture(entire=True)
-        previous, self._previous = self._previous, current
-        if previous is None:
-            return f"Current Terminal Screen:\n{self.capture()}"
-        new = find_new_content(previous, current)
-        if new is not None and new.strip():
-            return f"New Terminal Output:\n{new}"
-        return f"Current Terminal Screen:\n{self.capture()}"
 
     def alive(self) -> bool:
         return self.sandbox.exec(f"{self.tmux} has-session -t {SESSION}", timeout=30).exit_code == 0
