@@ -25,8 +25,12 @@ from tests.fakeserver import FakeServer  # noqa: E402
 
 
 def reply(keys: list[str], complete: bool = False) -> dict:
-    body = {"analysis": "a", "plan": "p", "commands": [{"keystrokes": k, "duration": 1.0} for k in keys],
-            "task_complete": complete}
+    body = {
+        "analysis": "a",
+        "plan": "p",
+        "commands": [{"keystrokes": k, "duration": 1.0} for k in keys],
+        "task_complete": complete,
+    }
     return {"text": json.dumps(body)}
 
 

@@ -340,7 +340,9 @@ def test_parse_errors_are_fed_back_and_the_third_stops(sandbox: LocalSandbox):
     assert '{"name": "shell_exec", "arguments": {"id": }}' in feedback
     assert isinstance(events[0], ItemCompleted) and isinstance(events[0].item, ParseError)
     marker = sandbox.root / "ran"
-    truncated = Reply(truncated=True, cut_off=True, tool_calls=[call("shell_exec", "c", id="s", command=f"touch {marker}")])
+    truncated = Reply(
+        truncated=True, cut_off=True, tool_calls=[call("shell_exec", "c", id="s", command=f"touch {marker}")]
+    )
     assert protocol.step(truncated, sandbox, Recorder()).parse_error
     assert not marker.exists()  # nothing of a cut reply runs
     assert "token limit" in protocol.request().messages[-1]["content"]

@@ -307,4 +307,3 @@ def test_camel_tool_schemas_are_generated_by_camel(tmp_path):
     assert again.returncode == 0 and "reusing the virtualenv" in again.stderr and "matches" in again.stdout
     listed = listing(tmp_path)["camel-terminal-toolkit"]["by_asset"]["tools.json"]
     assert (listed["source"], listed["upstream"]) == ("upstream", "match")
-

@@ -13,8 +13,22 @@ from tests.fakeserver import call_text
 def test_raw_is_plain_chat_and_never_executes_markup(serve, tmp_path):
     markup = call_text("shell_exec", {"id": "a", "command": "touch pwned", "block": True, "timeout": None})
     server = serve({"flavour": "noparser", "replies": [{"text": "Sure.\n" + markup.split("</think>\n\n")[1]}]})
-    proc = run_cli(["run", "--api-base", server.url, "--protocol", "raw", "--system", "Be brief.", "--sandbox",
-                    f"local:{tmp_path / 'w'}", "--json", "hello there"], tmp_path)
+    proc = run_cli(
+        [
+            "run",
+            "--api-base",
+            server.url,
+            "--protocol",
+            "raw",
+            "--system",
+            "Be brief.",
+            "--sandbox",
+            f"local:{tmp_path / 'w'}",
+            "--json",
+            "hello there",
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr  # no --yes needed: nothing runs
     body = server.chat_requests()[0]["body"]
     assert body["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello there"}]
@@ -30,8 +44,21 @@ def test_raw_is_plain_chat_and_never_executes_markup(serve, tmp_path):
 def _first_request_and_assets(serve, tmp_path, *args):
     server = serve({"replies": [{"text": "<think>\n\n</think>\n\nok"}]})
     transcript = tmp_path / "t.jsonl"
-    proc = run_cli(["run", "--api-base", server.url, "--sandbox", f"local:{tmp_path / 'w'}", "--yes",
-                    "--transcript", str(transcript), *args, "say ok"], tmp_path)
+    proc = run_cli(
+        [
+            "run",
+            "--api-base",
+            server.url,
+            "--sandbox",
+            f"local:{tmp_path / 'w'}",
+            "--yes",
+            "--transcript",
+            str(transcript),
+            *args,
+            "say ok",
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     started = read_jsonl(transcript)[0]
     return server.chat_requests()[0]["body"], {a["name"]: a for a in started["assets"]}
