@@ -7,7 +7,6 @@ half-way, so one bounded loop here covers every failure the same way.
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 import socket
@@ -91,8 +90,10 @@ class ChatClient:
         self._sdk = openai.OpenAI(
             base_url=self.api_base, api_key=api_key or "EMPTY", max_retries=0, timeout=self._plain_timeout
         )
-        self._create = self._sdk.chat.completions.create
-        self._known = frozenset(inspect.signature(self._create).parameters)
+        # The SDK's own HTTP layer (errors, SSE, timeouts) with the body as we build it and replies as plain dicts:
+        # its typed `chat.completions.create` re-walks the whole history and every chunk through its models, which
+        # cost milliseconds per turn for nothing (the raw JSON is what the transcript keeps anyway).
+        self._stream_cls = openai.Stream[object]
 
     # --- public --------------------------------------------------------------------------------------
 
@@ -139,16 +140,10 @@ class ChatClient:
 
     def _request_body(self, messages: list[dict[str, Any]], options: dict[str, Any]) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model or self.resolve_model(), "messages": normalise_history(messages)}
-        extra: dict[str, Any] = {}
         for key, value in options.items():
-            if key in _STREAM_ONLY:
-                continue
-            if key in self._known:
+            if key not in _STREAM_ONLY and key != "extra_body":
                 body[key] = value
-            else:  # server-specific sampling knobs (top_k, min_p, ...) that the SDK signature lacks
-                extra[key] = value
-        if extra:
-            body["extra_body"] = {**extra, **(body.get("extra_body") or {})}
+        body.update(options.get("extra_body") or {})  # server-specific fields go on the wire as they are
         if not body.get("tools"):
             body.pop("tools", None)
             body.pop("tool_choice", None)
@@ -157,18 +152,30 @@ class ChatClient:
             body.setdefault("tool_choice", "auto")
         return body
 
+    def _post(self, body: dict[str, Any], stream: bool) -> Any:
+        if stream:
+            body = {**body, "stream": True, "stream_options": {"include_usage": True}}
+        timeout = self._stream_timeout if stream else self._plain_timeout
+        return self._sdk.post(
+            "/chat/completions",
+            body=body,
+            cast_to=object,
+            stream=stream,
+            stream_cls=self._stream_cls,
+            options={"timeout": timeout},
+        )
+
     def _streamed(self, body: dict[str, Any], max_tokens: int | None, on_delta: OnDelta | None) -> Reply:
         started = time.monotonic()
         ttft = None
         acc = StreamAccumulator()
         router = ThinkRouter(on_delta) if on_delta else None
         chunks: list[dict[str, Any]] = []
-        response = self._create(
-            **{"timeout": self._stream_timeout, **body}, stream=True, stream_options={"include_usage": True}
-        )
+        response = self._post(body, stream=True)
         try:
-            for chunk in response:
-                data = chunk.model_dump(exclude_unset=True)
+            for data in response:
+                if not isinstance(data, dict):
+                    raise _Incomplete(f"the stream sent a chunk that is not a JSON object: {str(data)[:80]}")
                 chunks.append(data)
                 text, thought, moved = acc.add(data)
                 if ttft is None and (text or thought or moved):
@@ -195,8 +202,7 @@ class ChatClient:
 
     def _plain(self, body: dict[str, Any], max_tokens: int | None) -> Reply:
         started = time.monotonic()
-        response = self._create(**{"timeout": self._plain_timeout, **body})
-        raw = response.model_dump(exclude_unset=True) if hasattr(response, "model_dump") else None
+        raw = self._post(body, stream=False)
         choices = raw.get("choices") if isinstance(raw, dict) else None
         if not choices or not isinstance(choices[0], dict):
             raise _Incomplete("the server answered without a choice")
