@@ -52,22 +52,26 @@ class CommandDeclined(Exception):
 
 
 class ApprovingSandbox:
-    """Asks before each model-chosen command or file write reaches the real sandbox."""
+    """Asks before each model-chosen command, input or file write reaches the real sandbox, while the shell's
+    approval mode is `ask` (the mode is read at each action, so /approval takes effect at once)."""
 
-    def __init__(self, inner: Any, ask: Callable[[str], str | None]) -> None:
-        self._inner, self._ask = inner, ask
+    def __init__(self, inner: Any, ask: Callable[[str], str | None], asking: Callable[[], bool]) -> None:
+        self._inner, self._ask, self._asking = inner, ask, asking
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
+    def approve(self, action: str) -> str | None:
+        return self._ask(action) if self._asking() else action
+
     def spawn(self, command: str, tty: bool = True, cwd: str | None = None, env: dict[str, str] | None = None) -> Any:
-        approved = self._ask(command)
+        approved = self.approve(command)
         if approved is None:
             raise CommandDeclined("the user declined to run this command")
         return self._inner.spawn(approved, tty=tty, cwd=cwd, env=env)
 
     def write_file(self, path: str, data: bytes) -> None:
-        if self._ask(f"write {len(data)} bytes to {path}") is None:
+        if self.approve(f"write {len(data)} bytes to {path}") is None:
             raise CommandDeclined("the user declined this file write")
         self._inner.write_file(path, data)
 
@@ -107,10 +111,14 @@ class Shell:
         self.status = _Status()
         self.transcript = TranscriptWriter(settings.transcript or default_path("shell"), secrets=(settings.api_key,))
         # Without --yes a local sandbox asks before every command; consent is then given one command at a time.
-        self.approval = "auto" if settings.yes or not settings.sandbox.startswith("local:") else "ask"
+        self.consented = settings.yes
+        self.approval = self._default_approval(settings.sandbox)
         settings = settings.model_copy(update={"yes": True})
         self.session = Session(settings, Fanout(self.transcript, self.renderer, self.status), self._wrap)
         self.prompt = self._prompt_session()
+
+    def _default_approval(self, sandbox: str) -> str:
+        return "auto" if self.consented or not sandbox.startswith("local:") else "ask"
 
     @property
     def settings(self) -> RunSettings:
@@ -142,7 +150,7 @@ class Shell:
         )
 
     def _wrap(self, sandbox: Any) -> Any:
-        return ApprovingSandbox(sandbox, self._ask) if self.approval == "ask" else sandbox
+        return ApprovingSandbox(sandbox, self._ask, lambda: self.approval == "ask")
 
     def _ask(self, what: str) -> str | None:
         self.console.print(Text("approve? ", style="bold yellow") + Text(sanitize(what), style="bold"))
@@ -232,6 +240,7 @@ class Shell:
             raise UsageError("/sandbox needs a spec such as local:/tmp/work or docker:NAME")
         self.session.close()
         self._update(sandbox=arg)
+        self.approval = self._default_approval(arg)  # a move onto this host asks again, whatever came before
         self.session.open_sandbox()
 
     def cmd_turns(self, arg: str) -> None:

@@ -141,6 +141,7 @@ class Session:
         self.verifier: Verifier | None = command_verifier(settings)
         self.thread_id = uuid.uuid4().hex[:12]
         self.tasks_run = 0  # in the current conversation
+        self._wrapped: tuple[Sandbox, Any] | None = None
 
     def _on_retry(self, message: str, attempt: int) -> None:
         total = self.settings.retries + 1
@@ -165,6 +166,15 @@ class Session:
                 s.protocol, history=s.history, observation_limit=s.observation_limit, wait=s.wait, system=s.system
             )
         return self.protocol
+
+    def _for_agent(self, sandbox: Sandbox | None) -> Sandbox | None:
+        """The sandbox as the model's actions reach it: wrapped once (protocols keep their sessions per sandbox
+        object), while verifiers keep using the sandbox itself."""
+        if sandbox is None or self.wrap_sandbox is None:
+            return sandbox
+        if self._wrapped is None or self._wrapped[0] is not sandbox:
+            self._wrapped = (sandbox, self.wrap_sandbox(sandbox))
+        return self._wrapped[1]
 
     def new_conversation(self) -> None:
         if self.protocol is not None:
@@ -197,7 +207,7 @@ class Session:
             agent = Agent(
                 self.client,
                 protocol,
-                self.wrap_sandbox(sandbox) if self.wrap_sandbox else sandbox,
+                self._for_agent(sandbox),
                 self.emit,
                 max_turns=self.settings.max_turns,
                 loop_limit=self.settings.loop_limit,

@@ -118,6 +118,15 @@ class Sandbox(Protocol):
 Emit = Callable[[Any], None]  # receives oc_repl.events objects
 
 
+def approve(sandbox: Any, action: str) -> str | None:
+    """A model-chosen action as the person watching allows it (possibly edited), or None when refused.
+
+    Sandboxes without an `approve` method (every driver; the shell wraps them when approval is on) allow all.
+    """
+    check = getattr(sandbox, "approve", None)
+    return check(action) if check else action
+
+
 class AgentProtocol(Protocol):
     name: str
 

@@ -44,9 +44,12 @@ def tool_responses(results: list[str]) -> str:
 
 def parse_error_text(block: str) -> str:
     """What the model is told about a <tool_call> block whose JSON does not parse."""
+    body = block.strip().removeprefix("<tool_call>").removesuffix("</tool_call>").strip()
     try:
-        json.loads(block.strip())
+        parsed = json.loads(body)
         reason = "the block is not a tool call"
+        if isinstance(parsed, dict) and "name" not in parsed:
+            reason = 'the JSON object has no "name"'
     except json.JSONDecodeError as exc:
         reason = f"invalid JSON: {exc}"
     return (

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from oc_repl.errors import SandboxError, SandboxLost
 from oc_repl.sandbox.text import terminal_text
-from oc_repl.types import Process, Sandbox
+from oc_repl.types import Process, Sandbox, approve
 
 NO_OUTPUT = "Command executed successfully (no output)."
 COMPLETED = "--- SESSION COMPLETED ---"
@@ -72,7 +72,7 @@ SIGNATURES: dict[str, dict[str, tuple[str, bool]]] = {
 @dataclass
 class ToolResult:
     text: str  # what the model reads
-    status: Literal["completed", "failed", "timed_out"] = "completed"
+    status: Literal["completed", "failed", "timed_out", "declined"] = "completed"
     exit_code: int | None = None  # known for finished blocking commands; never shown to the model
     path: str = ""  # the file written, for file changes
     created: bool = False
@@ -194,6 +194,10 @@ class CamelTerminalTools:
             return ToolResult(
                 f"Error: session '{id}' is a blocking command that outran its timeout; it takes no input.", "failed"
             )
+        approved = approve(self.sandbox, f"[input to session {id}] {command}")
+        if approved is None:
+            return ToolResult(f"Error: the user declined to send this input to session '{id}'.", "declined")
+        command = approved.removeprefix(f"[input to session {id}] ")
         self._collect(session, DRAIN_IDLE_S, DRAIN_MAX_S)
         try:
             session.proc.write((command + "\n").encode())

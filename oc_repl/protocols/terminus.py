@@ -31,7 +31,7 @@ from oc_repl.protocols.terminus_parse import (
     strip_think,
 )
 from oc_repl.sandbox.terminal import MAX_WAIT, Terminal, TmuxTerminal
-from oc_repl.types import Asset, Emit, Message, Reply, Request, Sandbox, Step, Task
+from oc_repl.types import Asset, Emit, Message, Reply, Request, Sandbox, Step, Task, approve
 
 Wait = Literal["detect", "exact"]
 
@@ -123,7 +123,7 @@ class TerminusProtocol:
         if parsed.error:
             self._feedback(feedback_parse_error(parsed.error, parsed.warning, self.fmt), parsed.error, emit)
             return Step(parse_error=True)
-        observation = limit_output(self._execute(parsed, terminal, emit))
+        observation = limit_output(self._execute(parsed, terminal, sandbox, emit))
         if parsed.task_complete:
             if self._pending_completion:
                 return Step(done=True, final_answer=parsed.analysis or "Task marked complete.")
@@ -139,13 +139,18 @@ class TerminusProtocol:
         fingerprint = hashlib.sha256(json.dumps([keys, observation]).encode()).hexdigest()
         return Step(fingerprint=fingerprint)
 
-    def _execute(self, parsed: Parsed, terminal: Terminal, emit: Emit) -> str:
+    def _execute(self, parsed: Parsed, terminal: Terminal, sandbox: Sandbox, emit: Emit) -> str:
         for command in parsed.commands:
             self._ids += 1
             item = ev.CommandExecution(id=f"keys_{self._ids}", tool="keystrokes", command=command.keystrokes)
             emit(ev.ItemStarted(item=item))
+            keys = approve(sandbox, command.keystrokes)
+            if keys is None:  # refused: nothing is typed, and the next screen shows the model as much
+                item.status = "declined"
+                emit(ev.ItemCompleted(item=item))
+                continue
             started = time.monotonic()
-            terminal.send_keys(command.keystrokes)
+            terminal.send_keys(keys)
             try:
                 terminal.wait(min(command.duration, MAX_WAIT), started, exact=self.wait == "exact")
             except KeyboardInterrupt:  # the user stopped the turn: stop what the keys started, too

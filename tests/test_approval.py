@@ -1,0 +1,72 @@
+"""Per-action approval (the shell's `/approval ask`): every model-chosen action is asked about, whatever the protocol."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from oc_repl.config import validate
+from oc_repl.repl import ApprovingSandbox
+from oc_repl.runner import Session
+from tests.fakeserver import call_text
+
+
+def session_for(server, tmp_path, protocol: str, answers: list[str | None], asked: list[str]) -> Session:
+    settings = validate(
+        {"api_base": server.url, "sandbox": f"local:{tmp_path / 'w'}", "yes": True, "protocol": protocol, "retries": 0}
+    )
+
+    def ask(action: str) -> str | None:
+        asked.append(action)
+        return answers.pop(0) if answers else None
+
+    return Session(settings, lambda event: None, lambda box: ApprovingSandbox(box, ask, lambda: True))
+
+
+def test_camel_commands_inputs_and_writes_are_asked_and_refusals_reach_the_model(serve, tmp_path):
+    calls = [
+        ("shell_exec", {"id": "py", "command": "python3 -i", "block": False, "timeout": None}),
+        ("shell_write_to_process", {"id": "py", "command": "open('typed.txt', 'w').write('x')"}),
+        ("shell_write_content_to_file", {"content": "x", "file_path": "written.txt"}),
+        ("shell_exec", {"id": "s", "command": "touch refused.txt", "block": True, "timeout": None}),
+    ]
+    replies = [{"text": call_text(name, args)} for name, args in calls] + [{"text": "done"}]
+    server = serve({"replies": replies})
+    asked: list[str] = []
+    session = session_for(server, tmp_path, "camel-terminal-toolkit", ["python3 -i", None, None, None], asked)
+    try:
+        result = session.run("do things")
+    finally:
+        session.close()
+    assert result.status == "done"
+    assert asked[0] == "python3 -i" and "open('typed.txt'" in asked[1] and "written.txt" in asked[2]
+    assert asked[3] == "touch refused.txt"
+    work = tmp_path / "w"
+    assert not (work / "typed.txt").exists() and not (work / "written.txt").exists()
+    assert not (work / "refused.txt").exists()
+    last = server.chat_requests()[-1]["body"]["messages"][-1]["content"]
+    assert last.count("declined") >= 3
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_terminus_keystrokes_are_asked_before_they_are_typed(serve, tmp_path):
+    def reply(keys: list[str], complete: bool = False) -> dict:
+        commands = [{"keystrokes": k, "duration": 0.3} for k in keys]
+        return {"text": json.dumps({"analysis": "a", "plan": "p", "commands": commands, "task_complete": complete})}
+
+    server = serve(
+        {"replies": [reply(["touch refused.txt\n", "touch edited.txt\n"]), reply([], True), reply([], True)]}
+    )
+    asked: list[str] = []
+    session = session_for(server, tmp_path, "terminus-json", [None, "touch instead.txt\n"], asked)
+    try:
+        result = session.run("make files")
+    finally:
+        session.close()
+    assert result.status == "done"
+    assert asked == ["touch refused.txt\n", "touch edited.txt\n"]
+    work = tmp_path / "w"
+    assert not (work / "refused.txt").exists() and not (work / "edited.txt").exists()
+    assert (work / "instead.txt").exists()
