@@ -252,3 +252,16 @@ def test_open_sandbox_specs(tmp_path: Path):
     for spec in ("ftp:x", "nothing", "local:", "docker:"):
         with pytest.raises(UsageError):
             open_sandbox(spec)
+
+
+def test_commands_do_not_see_the_clients_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-value")
+    monkeypatch.setenv("HF_TOKEN", "hf-secret-value")
+    monkeypatch.setenv("OC_REPL_VISIBLE_CHECK", "x")
+    monkeypatch.setenv("PLAIN_SETTING", "kept")
+    box = LocalSandbox(tmp_path)
+    try:
+        out = box.exec("env", timeout=10).output.decode()
+    finally:
+        box.close()
+    assert "secret-value" not in out and "PLAIN_SETTING=kept" in out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import select
 import shutil
 import signal
@@ -33,6 +34,15 @@ _CHUNK = 1 << 16
 # Letting go of finished processes means a scan of /proc (milliseconds); doing it once per this many commands keeps
 # it off the per-call path while bounding the zombies and file descriptors we hold.
 PRUNE_AT = 32
+
+
+# The model's commands inherit this process's environment minus its secrets: the server's API key (and the like)
+# would otherwise be one `env` away, then in the model's history and on the user's screen.
+_SECRET_NAMES = re.compile(r"(^OPENAI_|^OC_REPL_|_API_KEY$|_TOKEN$|_SECRET$|_PASSWORD$|^AWS_SECRET)", re.I)
+
+
+def host_environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not _SECRET_NAMES.search(k)}
 
 
 def _take_terminal() -> None:
@@ -214,7 +224,7 @@ class LocalSandbox:
         return path if path.is_absolute() else self.root / path
 
     def _start(self, command: str, tty: bool, cwd: str | None, env: dict[str, str] | None) -> LocalProcess:
-        full_env = dict(os.environ)
+        full_env = host_environment()
         if tty:
             full_env.update(TERM="xterm", PYTHONUNBUFFERED="1")
         else:
