@@ -28,6 +28,7 @@ EXIT_CODES = {
     "server_error": 5,
     "sandbox_error": 6,
     "interrupted": 130,
+    "internal_error": 70,  # EX_SOFTWARE: never confused with a verdict
     "usage": 2,
 }
 
@@ -37,7 +38,7 @@ def exit_status(outcome: Outcome, verify: ev.VerifyCompleted | None) -> tuple[st
         return "verified", 0
     if verify is not None and outcome.status == "done":
         return "verify_failed", 1
-    return outcome.status, EXIT_CODES.get(outcome.status, 1)
+    return outcome.status, EXIT_CODES.get(outcome.status, EXIT_CODES["internal_error"])
 
 
 def task_name_for(instruction: str) -> str:
@@ -222,6 +223,11 @@ class Session:
             outcome.status = {2: "usage", 6: "sandbox_error", 5: "server_error"}.get(exc.exit_code, "error")
         except KeyboardInterrupt:
             outcome.status = "interrupted"
+        except Exception as exc:  # a bug: still end the transcript properly, with the traceback in it
+            import traceback
+
+            self.emit(ev.Error(kind="internal", message=f"internal error: {exc!r}", hint=traceback.format_exc()))
+            outcome.status = "internal_error"
         finally:
             if close_after:
                 kept = self.close()

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from oc_repl import events as ev
+from oc_repl.errors import UsageError
 from oc_repl.types import Asset, Emit, Message, Reply, Request, Sandbox, Step, Task
 
 _THINK = re.compile(r"^\s*(?:<think>.*?</think>|</think>)\s*", re.S)
@@ -30,7 +31,10 @@ class RawProtocol:
     def __init__(self, system: str | None = None, name: str = "raw") -> None:
         self.name = name
         if system and system.startswith("@"):
-            system = Path(system[1:]).expanduser().read_text(encoding="utf-8")
+            try:
+                system = Path(system[1:]).expanduser().read_text(encoding="utf-8")
+            except OSError as exc:
+                raise UsageError(f"cannot read the system message from {system[1:]}: {exc.strerror}") from exc
         self.system = system or ""
         self._messages: list[Message] = []
 
