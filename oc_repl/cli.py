@@ -105,10 +105,18 @@ def main(ctx: click.Context, **params: Any) -> None:
     With no command, opens the interactive shell (same options as `run`).
     """
     if ctx.invoked_subcommand is not None:
+        # `oc-repl --model m run ...` means the same as `oc-repl run --model m ...`
+        ctx.obj = _typed(ctx, params)
         return
     from oc_repl.repl import run_shell
 
     sys.exit(run_shell(_settings_or_exit(params)))
+
+
+def _typed(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
+    """The options given on the command line itself (not from the environment or a default)."""
+    typed = click.core.ParameterSource.COMMANDLINE
+    return {k: v for k, v in params.items() if v is not None and ctx.get_parameter_source(k) == typed}
 
 
 def _settings_or_exit(params: dict[str, Any]) -> Any:
@@ -132,11 +140,14 @@ def _settings_or_exit(params: dict[str, Any]) -> Any:
 )
 @click.option("--image", help="With --task: use this image instead of building the task's Dockerfile.")
 @click.argument("instruction", nargs=-1)
-def run(instruction: tuple[str, ...], **params: Any) -> None:
+@click.pass_context
+def run(ctx: click.Context, instruction: tuple[str, ...], **params: Any) -> None:
     """Run one task; stdout gets the final answer, the exit code the outcome."""
     from oc_repl.runner import run_task
 
-    sys.exit(run_task(_settings_or_exit(params), " ".join(instruction)))
+    # typed flags (here or before `run`) > environment > file > defaults
+    given = {**{k: v for k, v in params.items() if v is not None}, **(ctx.obj or {}), **_typed(ctx, params)}
+    sys.exit(run_task(_settings_or_exit(given), " ".join(instruction)))
 
 
 @main.command()

@@ -1,18 +1,18 @@
 """Settings: flags > environment > config file (with profiles) > defaults.
 
-click already implements that precedence (command line, then envvar, then `default_map`, then the default),
-so the config file only has to become a `default_map`; pydantic validates the merged result.
+click resolves flags and their environment variables (an option left unset stays None); the file's values fill
+in under whatever click found, the model's defaults under those, and pydantic validates the merged result.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from oc_repl import paths
 from oc_repl.errors import UsageError
 
 DEFAULT_API_BASE = "http://127.0.0.1:30000/v1"  # sglang's default port
@@ -72,8 +72,7 @@ FILE_KEYS = set(RunSettings.model_fields) - {"json_output", "yes", "transcript",
 
 
 def config_path() -> Path:
-    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    return base / "oc-repl" / "config.toml"
+    return paths.config_dir() / "config.toml"
 
 
 def load_file(path: Path | None, profile: str | None) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from oc_repl import events as ev
+from oc_repl import paths
 from oc_repl.config import RunSettings
 from oc_repl.errors import OcReplError, UsageError
 from oc_repl.render.human import HumanRenderer
@@ -43,8 +43,7 @@ COMMANDS: dict[str, str] = {
 
 
 def history_path() -> Path:
-    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-    return state / "oc-repl" / "history"
+    return paths.state_dir() / "history"
 
 
 class CommandDeclined(Exception):

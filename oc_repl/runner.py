@@ -301,5 +301,10 @@ def run_task(settings: RunSettings, instruction: str) -> int:
     result = Session(settings, Fanout(transcript, renderer)).run(instruction, close_after=True)
     transcript.close()
     if not settings.json_output and result.final_answer:
-        sys.stdout.write(result.final_answer.rstrip("\n") + "\n")
+        answer = result.final_answer.rstrip("\n")
+        if sys.stdout.isatty():  # on a terminal the answer is display, and gets the same cleaning as the rest
+            from oc_repl.render.sanitize import sanitize
+
+            answer = sanitize(answer)
+        sys.stdout.write(answer + "\n")
     return result.exit_code

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+
+from oc_repl import paths
 
 # Streamed fragments are noise in a record that already holds every raw reply.
 SKIPPED_TYPES = {"item.updated"}
 
 
 def default_dir() -> Path:
-    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-    return state / "oc-repl" / "sessions" / time.strftime("%Y/%m/%d")
+    return paths.state_dir() / "sessions" / time.strftime("%Y/%m/%d")
 
 
 def default_path(thread_id: str) -> Path:

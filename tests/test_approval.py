@@ -1,4 +1,4 @@
-"""Per-action approval (the shell's `/approval ask`): every model-chosen action is asked about, whatever the protocol."""
+"""Per-action approval (the shell's `/approval ask`): every model-chosen action is asked about, in every protocol."""
 
 from __future__ import annotations
 

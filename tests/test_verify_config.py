@@ -63,6 +63,8 @@ def test_flag_beats_env_beats_file(tmp_path: Path):
     env["OPENAI_BASE_URL"] = "http://127.0.0.1:8/v1"
     assert "127.0.0.1:8" in run_cli(args, tmp_path, env=env).stderr
     assert "127.0.0.1:6" in run_cli([*args[:-1], "--api-base", "http://127.0.0.1:6/v1", "x"], tmp_path, env=env).stderr
+    # a flag typed before the subcommand is still a flag: it beats the environment
+    assert "127.0.0.1:5" in run_cli(["--api-base", "http://127.0.0.1:5/v1", *args], tmp_path, env=env).stderr
 
 
 def test_transcript_skips_a_cut_last_line(tmp_path: Path):

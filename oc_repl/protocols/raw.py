@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from pathlib import Path
 
 from oc_repl import events as ev
 from oc_repl.errors import UsageError
 from oc_repl.types import Asset, Emit, Message, Reply, Request, Sandbox, Step, Task
-
-_THINK = re.compile(r"^\s*(?:<think>.*?</think>|</think>)\s*", re.S)
+from oc_repl.wire import split_think
 
 
 def _unchanged(reply: Reply) -> str:
     """The reply as the model wrote it, minus a leading think block (that is shown as reasoning instead)."""
-    text = _THINK.sub("", reply.raw_content, count=1) if reply.raw_content else reply.content
+    text = split_think(reply.raw_content)[1] if reply.raw_content else reply.content
     for call in reply.tool_calls:
         if call.source == "native":  # the server parsed it out of the text; put it back as the model wrote it
             body = json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)

@@ -15,7 +15,6 @@ Observation flow, as terminal-bench sends it (so a protocol driving these helper
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -91,9 +90,6 @@ def parse_xml(response: str) -> Parsed:
     return parse(response)
 
 
-_LEADING_THINK = re.compile(r"\A\s*<think>.*?</think>\s*", re.DOTALL)
-
-
 def strip_think(text: str) -> str:
     """Drop a leading `<think>…</think>` block before parsing.
 
@@ -101,7 +97,11 @@ def strip_think(text: str) -> str:
     would report it as extra text before the JSON object (or a stray tag before `<response>`), turning every
     well-formed reply into a warning the model never deserved.
     """
-    return _LEADING_THINK.sub("", text, count=1)
+    from oc_repl.wire import split_think
+
+    thought, rest = split_think(text)
+    # an unclosed block may still hold the reply: the parsers then see everything, as upstream's would
+    return text if thought is None or "</think>" not in text else rest
 
 
 def limit_output(text: str, limit: int = 10000) -> str:
