@@ -24,7 +24,7 @@ from oc_repl.errors import UsageError
 from oc_repl.protocols.terminus import TerminusJson
 from oc_repl.sandbox.local import LocalSandbox
 from oc_repl.sandbox.pty_terminal import PtyTerminal, key_bytes
-from oc_repl.sandbox.terminal import Terminal, TmuxTerminal
+from oc_repl.sandbox.terminal import Terminal, TmuxTerminal, _at_prompt
 from tests.conftest import cli_env, run_cli
 from tests.test_docker import IMAGE, docker_session
 from tests.test_terminus_cli import js
@@ -198,15 +198,31 @@ def test_literal_text_runs_and_a_trailing_semicolon_is_dropped(pty):
     assert "\nz\n" in play(pty, [("", 0.1), ("echo z", 0.1), ("Enter", 1.0)])  # "" sends nothing
 
 
-def test_the_wait_ends_once_the_shell_is_idle(pty):
+@pytest.mark.parametrize("kind", [pytest.param("tmux", marks=needs_tmux), "pty"])
+def test_the_wait_ends_once_the_shell_is_back_at_its_prompt(kind, request):
+    terminal: Terminal = request.getfixturevalue(kind)
+    terminal.incremental_output()
     started = time.monotonic()
-    pty.send_keys("sleep 1\n")
-    pty.wait(5.0, started)
+    terminal.send_keys("sleep 1\n")
+    terminal.wait(5.0, started)
     assert 0.9 <= time.monotonic() - started < 3.0
+    # `read` is a builtin: the shell sleeps in it with no child, owning the terminal, yet it is not done
+    terminal.incremental_output()
     started = time.monotonic()
-    pty.send_keys("true\n")
-    pty.wait(1.0, started, exact=True)
+    seen = play(terminal, [("read -t 2 x; echo DONE-42\n", 3.0)])
+    assert "\nDONE-42\n" in seen and time.monotonic() - started >= 1.9
+    started = time.monotonic()
+    terminal.send_keys("true\n")
+    terminal.wait(1.0, started, exact=True)
     assert time.monotonic() - started >= 1.0
+
+
+def test_a_prompt_is_told_by_the_text_left_of_the_cursor():
+    assert _at_prompt("root@box:/app#", 15) and _at_prompt("user@box:~$", 12) and _at_prompt(">", 2)
+    assert _at_prompt("host% ", 6) and _at_prompt("root@box:/app# echo hi", 15)  # typed text after the cursor
+    assert not _at_prompt("root@box:/app# read -t 2 x", 26)  # the cursor after the command line: not a prompt
+    assert not _at_prompt("", 0) and not _at_prompt("DONE-42", 7) and not _at_prompt("root@box:/app#", 14)
+    assert not _at_prompt("[box /app] λ", 13)  # other prompts only lose the early return
 
 
 def test_an_ended_shell_ends_the_terminal(pty):

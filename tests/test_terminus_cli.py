@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from oc_repl.events import parse_event
-from tests.conftest import run_cli
+from tests.conftest import cli_env, run_cli
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -164,3 +164,17 @@ def test_exact_wait_sleeps_every_duration(serve, tmp_path):
         if '"keystrokes"' in line and '"item.completed"' in line
     ]
     assert waits and float(waits[0].split("waited ")[1].split("s")[0]) >= 1.5
+
+
+def test_the_local_pane_ignores_the_users_tmux_config_and_shell(serve, tmp_path):
+    # A user's config that would hide the status line and take a row from the pane, and a user whose shell is sh:
+    # the local pane is still the one a fresh container shows, bash as a login shell on a 40-row pane.
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".tmux.conf").write_text("set -g status off\nset -g pane-border-status top\n")
+    keys = 'echo "$0"; tput lines; tmux show-options -gv status\n'
+    server = serve({"replies": [js([(keys, 1.0)]), js([], True), js([], True)]})
+    env = {**cli_env(tmp_path), "HOME": str(home), "SHELL": "/bin/sh"}
+    proc = run_cli(terminus(server, tmp_path / "w", "terminus-json", "look"), tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "\n-bash\n40\non\n" in user_messages(server)[1]

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import pyte
 
 from oc_repl.errors import SandboxError
-from oc_repl.sandbox.terminal import HEIGHT, POLL, STARTUP_WAIT, WIDTH, Probe, Terminal, _shell_idle
+from oc_repl.sandbox.terminal import HEIGHT, POLL, STARTUP_WAIT, WIDTH, Probe, Terminal, _at_prompt, _shell_idle
 from oc_repl.types import Sandbox
 
 HISTORY = 2000  # tmux's default history-limit: terminal-bench's pane keeps it (see test_terminus_cli)
@@ -234,9 +234,14 @@ class PtyTerminal(Terminal):
         script = f"cat /proc/{p}/stat; echo; cat /proc/{p}/task/{p}/children"
         result = self.sandbox.exec(f"{{ {script}; }} 2>/dev/null", timeout=30)
         stat, _, children = result.output.decode("utf-8", "replace").partition("\n")
+        self._drain()
+        with self._lock:  # the cursor and the screen of the same moment, as TmuxTerminal reads them
+            rows = self._screen.rows()
+            x, y = self._screen.cursor.x, self._screen.cursor.y
+        screen = "".join(row + "\n" for row in rows)
         # A shell that has ended is as idle as it will ever be: its last screen is final.
-        idle = _shell_idle(stat, children) or not self._proc.alive()
-        return Probe(idle=idle, screen=self.capture())
+        idle = (_shell_idle(stat, children) and _at_prompt(rows[y], x)) or not self._proc.alive()
+        return Probe(idle=idle, screen=screen)
 
     def alive(self) -> bool:
         return self._proc.alive()

@@ -17,16 +17,22 @@ from oc_repl.types import Sandbox
 
 SESSION = "agent"
 WIDTH, HEIGHT = 160, 40
+# Set as upstream sets it: after the window exists, and tmux gives `history-limit` only to panes made later, so the
+# agent's pane keeps tmux's default 2000 lines. Kept for fidelity; the tests rely on those 2000 lines.
 HISTORY_LIMIT = 50000
 MAX_WAIT = 60.0  # a command's duration is capped here, as upstream caps it
 POLL = 0.02
 STARTUP_WAIT = 5.0
 _SPLIT = "@@oc-repl-screen@@"
+# How a shell's prompt ends: bash's `$ ` and `# `, PS2's `> `, zsh's `% `. A prompt ending otherwise is never seen as
+# one, which only costs the early return: the wait then lasts the full duration.
+PROMPT_ENDS = ("$ ", "# ", "> ", "% ")
 
 
 @dataclass
 class Probe:
-    """One look at the terminal: whether its shell is provably idle, and the visible screen."""
+    """One look at the terminal: whether its shell is provably idle (see `_shell_idle` and `_at_prompt`), and the
+    visible screen."""
 
     idle: bool
     screen: str
@@ -42,6 +48,16 @@ def _shell_idle(stat: str, children: str) -> bool:
         return False
     state, pgrp, tpgid = fields[0], fields[2], fields[5]
     return state == "S" and pgrp == tpgid and not children.strip()
+
+
+def _at_prompt(row: str, x: int) -> bool:
+    """The text left of the cursor on its row ends like a prompt.
+
+    `_shell_idle` alone cannot tell a shell at its prompt from one blocked in a builtin (`read -t 2`) or replaced by
+    `exec prog`: all are asleep, childless and own the foreground. Those leave the cursor after their own output, not
+    after a prompt. Captures trim trailing spaces, so the row is padded back out to the cursor.
+    """
+    return x > 0 and row[:x].ljust(x).endswith(PROMPT_ENDS)
 
 
 class Terminal:
@@ -102,8 +118,12 @@ class TmuxTerminal(Terminal):
         check = sandbox.exec("command -v tmux", timeout=30)
         if check.exit_code != 0:
             raise SandboxError("tmux is not installed in the sandbox", hint="install tmux there (apt-get install tmux)")
+        # Inside a container tmux starts as upstream starts it. Our own local server starts as it would in a fresh
+        # container: no user or system config (-f /dev/null), and a bash login shell in the pane whatever the user's
+        # shell is (tmux takes its default-shell from $SHELL when the server starts, and runs it as `-bash`).
+        launch = f"SHELL=/bin/bash {self.tmux} -f /dev/null" if socket else self.tmux
         start = (
-            f"{self.tmux} new-session -x {WIDTH} -y {HEIGHT} -d -s {SESSION} \\; "
+            f"{launch} new-session -x {WIDTH} -y {HEIGHT} -d -s {SESSION} \\; "
             f"set-option -t {SESSION} history-limit {HISTORY_LIMIT}"
         )
         self._run(start, cwd=cwd)
@@ -130,11 +150,18 @@ class TmuxTerminal(Terminal):
         script = (
             f"p=$({self.tmux} display-message -p -t {SESSION} '#{{pane_pid}}'); "
             'cat "/proc/$p/stat"; echo; cat "/proc/$p/task/$p/children" 2>/dev/null; '
-            f"echo {_SPLIT}; {self.tmux} capture-pane -p -t {SESSION}"
+            # The cursor and the screen in one tmux command list, so they describe the same moment.
+            f"echo {_SPLIT}; {self.tmux} display-message -p -t {SESSION} '#{{cursor_x}} #{{cursor_y}}' "
+            f"\\; capture-pane -p -t {SESSION}"
         )
-        head, _, screen = self._run(script).partition(_SPLIT + "\n")
+        head, _, tail = self._run(script).partition(_SPLIT + "\n")
         stat, _, children = head.partition("\n")
-        return Probe(idle=_shell_idle(stat, children), screen=screen)
+        cursor, _, screen = tail.partition("\n")
+        x, _, y = cursor.partition(" ")
+        rows = screen.split("\n")
+        row = rows[int(y)] if y.isdigit() and int(y) < len(rows) else ""
+        idle = _shell_idle(stat, children) and x.isdigit() and _at_prompt(row, int(x))
+        return Probe(idle=idle, screen=screen)
 
     def alive(self) -> bool:
         return self.sandbox.exec(f"{self.tmux} has-session -t {SESSION}", timeout=30).exit_code == 0
