@@ -68,11 +68,12 @@ pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_client")]
 # --- helpers shared with test_docker_tasks.py -----------------------------------------------------------------------
 
 
-def make_container(client: Any, start: bool = True) -> Any:
-    """A container of our own for attach mode, as a user would start it: no network, `sleep infinity`."""
+def make_container(client: Any, start: bool = True, **options: Any) -> Any:
+    """A container of our own for attach mode, as a user would start it: no network, `sleep infinity`.
+    `options` go to `containers.create` (e.g. `user`, as `docker run --user` gives)."""
     name = f"oc-repl-test-{uuid.uuid4().hex[:10]}"
     container = client.containers.create(
-        IMAGE, ["sleep", "infinity"], name=name, network_mode="none", labels={TEST_LABEL: "1"}
+        IMAGE, ["sleep", "infinity"], name=name, network_mode="none", labels={TEST_LABEL: "1"}, **options
     )
     if start:
         container.start()
@@ -83,8 +84,8 @@ def container_factory(client: Any) -> Iterator[Callable[..., Any]]:
     """Makes attach-mode containers, each removed when the test ends, whatever happened."""
     made: list[Any] = []
 
-    def make(start: bool = True) -> Any:
-        made.append(make_container(client, start))
+    def make(start: bool = True, **options: Any) -> Any:
+        made.append(make_container(client, start, **options))
         return made[-1]
 
     yield make
@@ -347,6 +348,58 @@ def test_closing_stops_what_commands_left_behind_in_one_exec(docker_client: Any,
     assert len(responses) == 2  # one exec (create, start), however many commands ran
     assert wait_gone(container, "sleep 104") == [] and wait_gone(container, "sleep 106") == []
     assert "sleep 105" in live_processes(container)
+
+
+def test_non_root_default_user_writes_its_workspace_and_its_commands_are_killed(docker_client, own_container):
+    from oc_repl.sandbox.docker import DockerSandbox
+
+    container = own_container(user="1000:1000")  # as `docker run --user 1000:1000` starts it
+    box = DockerSandbox(docker_client, container)
+    tools = CamelTerminalTools(box)
+    try:
+        made = text_of(tools, "shell_exec", id="a", command="touch made && echo ok > f && cat f && id -u")
+        assert made == "ok\n1000\n"
+        assert text_of(tools, "shell_exec", id="a", command="stat -c %u:%g /workspace") == "1000:1000\n"
+        # a file from the write tool belongs to that user too, so its commands can change it
+        assert tools.call("shell_write_content_to_file", {"content": "x\n", "file_path": "w.txt"}).status == "completed"
+        assert text_of(tools, "shell_exec", id="a", command="echo y >> w.txt && cat w.txt") == "x\ny\n"
+        # the pid of a command run as that user is recorded, so its timeout kills the whole tree
+        timed = box.exec("sleep 300 & sleep 300", timeout=1)
+        assert timed.timed_out and wait_gone(container, "sleep 300") == []
+        session = tools.call("shell_exec", {"id": "k", "command": "sleep 301 & sleep 301", "timeout": 0.5})
+        assert session.status == "timed_out"
+        tools.close_sessions()
+        assert wait_gone(container, "sleep 301") == []
+        box.exec("sleep 302 >/dev/null &", timeout=10)  # left behind by a finished command: close stops it
+    finally:
+        tools.close_sessions()
+        box.close()
+    assert wait_gone(container, "sleep 302") == []
+    # a workdir that already exists keeps its owner
+    DockerSandbox(docker_client, container, workdir="/opt").close()
+    assert container.exec_run(["stat", "-c", "%u", "/opt"]).output == b"0\n"
+
+
+def test_closing_spares_a_process_that_got_a_recorded_pid_later(docker_client: Any, own_container: Any):
+    from oc_repl.sandbox.docker import DockerSandbox
+
+    container = own_container()
+    container.exec_run(["setsid", "sleep", "1000"], detach=True)  # the user's, leading its own session and group
+    deadline = time.monotonic() + 5
+    while "sleep 1000" not in live_processes(container) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ps = container.exec_run(["ps", "-eo", "pid=,args="]).output.decode().splitlines()
+    other = next(line.split()[0] for line in ps if line.split(None, 1)[1] == "sleep 1000")
+    box = DockerSandbox(docker_client, container)
+    box.exec("sleep 107 >/dev/null &", timeout=10)
+    # as a command long finished would have left it, had the user's process got its pid after it (pids wrap):
+    # the pid is in use again, by a process that started at another time
+    for name, record in [("old", f"{other} 1"), ("bare", other)]:
+        container.exec_run(["sh", "-c", f"echo {record} > {box.pid_dir}/{name}"])
+    box.close()
+    assert wait_gone(container, "sleep 107") == []  # ours still go
+    time.sleep(0.3)  # a SIGKILL, had one been sent, has landed by now
+    assert "sleep 1000" in live_processes(container)
 
 
 # --- attach mode through the CLI ------------------------------------------------------------------------------------

@@ -35,14 +35,32 @@ LOSS_SETTLE = 1.0
 # (and a command whose pid is not recorded could not be killed at its timeout).
 # The record goes in front of the command on its first line, in the same `bash -c`: no second shell to start
 # (that cost ~2 ms a call), and the command's line numbers, `$0` and arguments stay what a plain `bash -c` gives.
-_PREFIX = "{{ echo $$ > {file}; }} 2>/dev/null || {{ mkdir -p {dir} && echo $$ > {file}; }} 2>/dev/null; "
+# Next to the pid goes the leader's start time (field 22 of /proc/$$/stat; the name field is always "(bash)", so the
+# fields split on blanks), read with builtins only: a pid file outlives its command, pids wrap, and the start time is
+# what tells our leader from a later process that got the same pid. The array is unset so the command never sees it.
+# The directories are world-writable with the sticky bit (1777): commands may run as any user (the container's
+# default user, root for verifiers), and each must be able to record its pid.
+_PREFIX = (
+    "{{ read -r -a __oc_repl_stat < /proc/$$/stat; echo $$ ${{__oc_repl_stat[21]}} > {file}; }} 2>/dev/null || "
+    "{{ mkdir -p -m 1777 {root} {dir} && echo $$ ${{__oc_repl_stat[21]}} > {file}; }} 2>/dev/null; "
+    "unset __oc_repl_stat; "
+)
 
 
 def _kill_recorded(pidfile: str) -> str:
-    """sh that SIGKILLs the process group whose leader's pid is in `pidfile`, and its session where pkill exists."""
+    """sh that SIGKILLs the process group whose leader's pid is in `pidfile`, and its session where pkill exists.
+
+    Only while the pid is still ours: either /proc has no such pid (it is free, and Linux hands out no pid that is
+    still some group's or session's id, so what is left in that group or session is what our command left; only a
+    process that took the pid meanwhile, led a group or session of its own and ended before its members could fool
+    this), or the process there has the recorded start time (our leader still runs). A pid in use by a process with
+    another start time was reused by someone else, and is left alone. `-gt 1` also keeps junk and `kill -KILL -1`
+    (which would signal every process) out.
+    """
     return (
-        f'p=$(cat {pidfile} 2>/dev/null) && [ -n "$p" ] && kill -KILL -$p 2>/dev/null; '
-        f'[ -n "$p" ] && command -v pkill >/dev/null && pkill -KILL -s $p'
+        f'if read p t < {pidfile} 2>/dev/null && [ "$p" -gt 1 ] 2>/dev/null && '
+        f'{{ ! read -r s < /proc/$p/stat 2>/dev/null || {{ set -- ${{s##*) }}; [ "${{20}}" = "$t" ]; }}; }}; then '
+        f"kill -KILL -$p 2>/dev/null; command -v pkill >/dev/null && pkill -KILL -s $p; fi"
     )
 
 
@@ -80,7 +98,7 @@ class DockerProcess:
         self._box = box
         self.token = uuid.uuid4().hex[:12]
         self.pidfile = f"{box.pid_dir}/{self.token}"
-        argv = ["bash", "-c", _PREFIX.format(file=self.pidfile, dir=box.pid_dir) + command]
+        argv = ["bash", "-c", _PREFIX.format(file=self.pidfile, root=PID_DIR, dir=box.pid_dir) + command]
         api = box.api
         self.exec_id = box.call(
             api.exec_create, box.id, argv, stdin=tty, tty=tty, workdir=cwd, environment=env, user=user or ""
@@ -189,7 +207,12 @@ class DockerSandbox:
         self._procs: list[DockerProcess] = []
         self._lock = threading.Lock()
         self.pid_dir = f"{PID_DIR}/{uuid.uuid4().hex[:12]}"
-        self.run_quick(f"mkdir -p {shlex.quote(workdir)} {self.pid_dir}")
+        self.uid, self.gid = self._default_ids()
+        # Set up as root, so it works whoever the default user is. A workdir made here belongs to the default user,
+        # who must write there; an existing one is left as it is.
+        wd = shlex.quote(workdir)
+        owner = f" && chown {self.uid}:{self.gid} {wd}" if self.uid is not None else ""
+        self.run_quick(f"mkdir -p -m 1777 {PID_DIR} {self.pid_dir}; [ -d {wd} ] || {{ mkdir -p {wd}{owner}; }}")
 
     @classmethod
     def from_spec(cls, rest: str, workdir: str | None = None, **opts: Any) -> DockerSandbox:
@@ -242,9 +265,23 @@ class DockerSandbox:
                 return
             time.sleep(0.05)
 
-    def run_quick(self, script: str) -> None:
-        exec_id = self.call(self.api.exec_create, self.id, ["sh", "-c", script], user="root")["Id"]
-        self.call(self.api.exec_start, exec_id)
+    def run_quick(self, script: str, user: str = "root") -> bytes:
+        """Run `script` with sh and return its output. As root by default: kills must reach any user's processes."""
+        exec_id = self.call(self.api.exec_create, self.id, ["sh", "-c", script], user=user)["Id"]
+        return self.call(self.api.exec_start, exec_id) or b""
+
+    def _default_ids(self) -> tuple[int | None, int | None]:
+        """The uid and gid commands run as by default (the image's USER, or `docker run --user`); None if unknown.
+
+        Without a configured user that is root, and no exec is needed. Otherwise `id` itself says, which also
+        resolves user names through the container's own /etc/passwd.
+        """
+        if not self.container.attrs.get("Config", {}).get("User"):
+            return 0, 0
+        out = self.run_quick("id -u && id -g", user="").split()
+        if len(out) != 2 or not all(part.isdigit() for part in out):
+            return None, None
+        return int(out[0]), int(out[1])
 
     # --- the Sandbox seam --------------------------------------------------------------------------------
 
@@ -295,6 +332,8 @@ class DockerSandbox:
         with tarfile.open(fileobj=buf, mode="w") as tar:
             info = tarfile.TarInfo(str(target).lstrip("/"))
             info.size, info.mode = len(data), 0o644
+            # Owned by the default user, as a file the model wrote with a command would be, so it can change it later.
+            info.uid, info.gid = self.uid or 0, self.gid or 0
             tar.addfile(info, io.BytesIO(data))
         self.call(self.api.put_archive, self.id, "/", buf.getvalue())
 
@@ -319,6 +358,8 @@ class DockerSandbox:
             procs, self._procs = self._procs, []
         # Every command of this sandbox recorded its pid in pid_dir, so one exec stops whatever is left of them all;
         # a kill per process cost a round trip into the container (~50 ms) for each command the run ever made.
+        # The files of finished commands stay until here on purpose: they are how what those commands left running
+        # in the background is found. Their pids may have been reused since; _kill_recorded skips those.
         each = _kill_recorded('"$f"')
         with contextlib.suppress(SandboxError):
             self.run_quick(f"for f in {self.pid_dir}/*; do {each}; done; rm -rf {self.pid_dir}")
