@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +32,6 @@ class Agent:
     max_turns: int = 12
     loop_limit: int = 3  # identical turns in a row that count as a loop; 0 disables loop detection
     sampling: dict[str, Any] = field(default_factory=dict)
-    _ids: itertools.count = field(default_factory=itertools.count)
 
     def run(self, task: Task, follow_up: bool = False) -> Outcome:
         outcome = Outcome(status="error")
@@ -74,17 +72,21 @@ class Agent:
         request = self.protocol.request()
         options = {**self.sampling, **request.options}
         self.emit(ev.RequestSent(turn=turn, request={"messages": request.messages, **options}))
-        text_id, think_id = f"item_{next(self._ids)}", f"item_{next(self._ids)}"
+        text_id, think_id = ev.new_id(), ev.new_id()
+
+        streamed: set[str] = set()
 
         def on_delta(kind: str, text: str) -> None:
             item_id, item_type = (think_id, "reasoning") if kind == "reasoning" else (text_id, "agent_message")
-            self.emit(ev.ItemUpdated(item_id=item_id, item_type=item_type, delta=text))
+            streamed.add(item_id)
+            self.emit(ev.ItemUpdated(item=ev.ItemRef(id=item_id, type=item_type), delta=text))
 
         reply = self.client.complete(request.messages, options, on_delta=on_delta)
         self.emit(ev.ResponseReceived(turn=turn, raw=reply.raw))
         if reply.reasoning:
             self.emit(ev.ItemCompleted(item=ev.Reasoning(id=think_id, text=reply.reasoning)))
-        if reply.content:
+        # a streamed item is always completed, also when all its text turned out to be tool-call markup
+        if reply.content or text_id in streamed:
             self.emit(ev.ItemCompleted(item=ev.AgentMessage(id=text_id, text=reply.content)))
         return reply
 

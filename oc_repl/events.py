@@ -6,9 +6,17 @@ Names follow `codex exec --json` (`thread.started`, `item.completed`, ...) so ex
 
 from __future__ import annotations
 
+import itertools
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
+
+_ids = itertools.count(1)
+
+
+def new_id() -> str:
+    """Item ids are unique within the process: the loop and every protocol draw from the same counter."""
+    return f"item_{next(_ids)}"
 
 
 class _Model(BaseModel):
@@ -37,12 +45,16 @@ class CommandExecution(_Model):
     status: Literal["in_progress", "completed", "failed", "timed_out", "declined"] = "in_progress"
 
 
+class FileUpdate(_Model):
+    path: str
+    kind: Literal["add", "delete", "update"] = "update"
+
+
 class FileChange(_Model):
     id: str
     type: Literal["file_change"] = "file_change"
-    path: str
-    kind: Literal["add", "update"] = "update"
-    status: Literal["in_progress", "completed", "failed"] = "completed"
+    changes: list[FileUpdate]
+    status: Literal["in_progress", "completed", "failed", "declined"] = "completed"
 
 
 class ParseError(_Model):
@@ -104,12 +116,17 @@ class ItemStarted(_Model):
     item: Item
 
 
+class ItemRef(_Model):
+    id: str
+    type: str
+
+
 class ItemUpdated(_Model):
-    """A streamed fragment of an item (text as it arrives); not kept in transcripts."""
+    """A streamed fragment of an item's text, as it arrives (`item` names the item; `delta` is the new text).
+    Kept out of transcripts, which hold every raw reply whole."""
 
     type: Literal["item.updated"] = "item.updated"
-    item_id: str
-    item_type: str
+    item: ItemRef
     delta: str
 
 

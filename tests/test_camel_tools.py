@@ -380,7 +380,11 @@ def test_events_and_fingerprints(sandbox: LocalSandbox):
     done = events[1].item
     assert isinstance(done, CommandExecution) and done.aggregated_output == "one" and done.exit_code == 0
     change = events[3].item
-    assert isinstance(change, FileChange) and change.kind == "add" and change.path == f"{sandbox.root}/f.txt"
+    assert (
+        isinstance(change, FileChange)
+        and change.changes[0].kind == "add"
+        and change.changes[0].path == f"{sandbox.root}/f.txt"
+    )
     again = protocol.step(Reply(tool_calls=calls), sandbox, Recorder())
     other = protocol.step(Reply(tool_calls=calls[:1]), sandbox, Recorder())
     assert first.fingerprint == again.fingerprint != other.fingerprint

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from oc_repl.errors import ParseErrorLimit, UsageError
-from oc_repl.events import CommandExecution, FileChange, ItemCompleted, ItemStarted, ParseError
+from oc_repl.events import CommandExecution, FileChange, FileUpdate, ItemCompleted, ItemStarted, ParseError, new_id
 from oc_repl.protocols import load_asset
 from oc_repl.protocols.camel_tools import OBSERVATION_LIMIT, CamelTerminalTools
 from oc_repl.types import Asset, Emit, Message, Reply, Request, Sandbox, Step, Task, ToolCall
@@ -208,11 +208,12 @@ class CamelProtocol:
         item_id = self._item_id()
         path = call.arguments.get("file_path") if isinstance(call.arguments, dict) else None
         if call.name == "shell_write_content_to_file" and isinstance(path, str):
-            emit(ItemStarted(item=FileChange(id=item_id, path=path, status="in_progress")))
+            emit(ItemStarted(item=FileChange(id=item_id, changes=[FileUpdate(path=path)], status="in_progress")))
             result = tools.call(call.name, call.arguments)
             kind = "add" if result.created else "update"
-            status = "failed" if result.status == "failed" else "completed"
-            emit(ItemCompleted(item=FileChange(id=item_id, path=result.path or path, kind=kind, status=status)))
+            status = result.status if result.status in ("failed", "declined") else "completed"
+            change = FileUpdate(path=result.path or path, kind=kind)
+            emit(ItemCompleted(item=FileChange(id=item_id, changes=[change], status=status)))
             return result.text
         command = _describe(call)
         emit(ItemStarted(item=CommandExecution(id=item_id, tool=call.name, command=command)))
@@ -252,4 +253,4 @@ class CamelProtocol:
             self._results = []
 
     def _item_id(self) -> str:
-        return f"item_{next(self._ids)}"
+        return new_id()

@@ -48,12 +48,12 @@ class RawProtocol:
 
     def step(self, reply: Reply, sandbox: Sandbox, emit: Emit) -> Step:
         text = _unchanged(reply)
-        for number, call in enumerate(reply.tool_calls, 1):
+        for call in reply.tool_calls:
             shown = json.dumps(call.arguments, ensure_ascii=False)
             emit(
                 ev.ItemCompleted(
                     item=ev.CommandExecution(
-                        id=f"raw_call_{len(self._messages)}_{number}",
+                        id=ev.new_id(),
                         tool=f"{call.name} (not executed)",
                         command=shown,
                         aggregated_output="raw protocol: tool calls are shown, never run",

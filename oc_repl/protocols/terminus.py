@@ -49,7 +49,6 @@ class TerminusProtocol:
         self._messages: list[Message] = []
         self._pending_completion = False
         self._terminal: Terminal | None = None
-        self._ids = 0
 
     # --- conversation -------------------------------------------------------------------------------------------
 
@@ -141,8 +140,7 @@ class TerminusProtocol:
 
     def _execute(self, parsed: Parsed, terminal: Terminal, sandbox: Sandbox, emit: Emit) -> str:
         for command in parsed.commands:
-            self._ids += 1
-            item = ev.CommandExecution(id=f"keys_{self._ids}", tool="keystrokes", command=command.keystrokes)
+            item = ev.CommandExecution(id=ev.new_id(), tool="keystrokes", command=command.keystrokes)
             emit(ev.ItemStarted(item=item))
             keys = approve(sandbox, command.keystrokes)
             if keys is None:  # refused: nothing is typed, and the next screen shows the model as much
@@ -160,11 +158,10 @@ class TerminusProtocol:
             item.aggregated_output = f"(waited {time.monotonic() - started:.2f}s of {command.duration:g}s)"
             emit(ev.ItemCompleted(item=item))
         observation = terminal.incremental_output()
-        self._ids += 1
         emit(
             ev.ItemCompleted(
                 item=ev.CommandExecution(
-                    id=f"screen_{self._ids}",
+                    id=ev.new_id(),
                     tool="terminal",
                     command="(observation)",
                     aggregated_output=observation,
@@ -175,8 +172,7 @@ class TerminusProtocol:
         return observation
 
     def _feedback(self, message: str, problem: str, emit: Emit) -> None:
-        self._ids += 1
-        emit(ev.ItemCompleted(item=ev.ParseError(id=f"parse_{self._ids}", message=problem, feedback=message)))
+        emit(ev.ItemCompleted(item=ev.ParseError(id=ev.new_id(), message=problem, feedback=message)))
         self._messages.append({"role": "user", "content": message})
 
     def _length_overflow(self, text: str, emit: Emit) -> Step:

@@ -37,13 +37,13 @@ class HumanRenderer:
         self.console.rule(Text(f"turn {e.turn}/{e.max_turns}", style="dim"), style="dim")
 
     def on_item_updated(self, e: Any) -> None:
-        if e.item_type == "reasoning" and not self.show_reasoning:
+        if e.item.type == "reasoning" and not self.show_reasoning:
             return
-        if self._streaming != e.item_id:
+        if self._streaming != e.item.id:
             self._end_stream()
-            self._streaming = e.item_id
-        self._streamed.add(e.item_id)
-        style = "dim italic" if e.item_type == "reasoning" else ""
+            self._streaming = e.item.id
+        self._streamed.add(e.item.id)
+        style = "dim italic" if e.item.type == "reasoning" else ""
         self.console.print(Text(sanitize(e.delta), style=style), end="", soft_wrap=True)
 
     def on_item_started(self, e: Any) -> None:
@@ -67,7 +67,8 @@ class HumanRenderer:
             title = Text(f"{item.tool}: {sanitize(item.command)[:100]}")
             self.console.print(Panel(body, title=title, title_align="left", border_style=style, expand=False))
         elif item.type == "file_change":
-            self.console.print(Text(f"✎ {item.kind} {sanitize(item.path)}", style="magenta"))
+            for change in item.changes:
+                self.console.print(Text(f"✎ {change.kind} {sanitize(change.path)}", style="magenta"))
         elif item.type == "parse_error":
             self.console.print(Text(f"⚠ parse error: {sanitize(item.message)}", style="yellow"))
 
