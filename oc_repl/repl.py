@@ -115,6 +115,7 @@ class Shell:
         settings = settings.model_copy(update={"yes": True})
         self.session = Session(settings, Fanout(self.transcript, self.renderer, self.status), self._wrap)
         self.prompt = self._prompt_session()
+        self.asker: PromptSession = PromptSession()  # approval answers stay out of the input history
 
     def _default_approval(self, sandbox: str) -> str:
         return "auto" if self.consented or not sandbox.startswith("local:") else "ask"
@@ -153,14 +154,14 @@ class Shell:
 
     def _ask(self, what: str) -> str | None:
         self.console.print(Text("approve? ", style="bold yellow") + Text(sanitize(what), style="bold"))
-        answer = self.prompt.prompt("[y]es / [n]o / [e]dit / [a]lways › ").strip().lower()
+        answer = self.asker.prompt("[y]es / [n]o / [e]dit / [a]lways › ").strip().lower()
         if answer in ("y", "yes", ""):
             return what
         if answer in ("a", "always"):
             self.approval = "auto"
             return what
         if answer in ("e", "edit"):
-            return self.prompt.prompt("edit › ", default=what) or None
+            return self.asker.prompt("edit › ", default=what) or None
         return None
 
     # --- the loop ----------------------------------------------------------------------------------------------
@@ -169,29 +170,34 @@ class Shell:
         self.console.print(
             Text("oc-repl — type a task; /help for commands; Alt-Enter for a newline; Ctrl-D leaves", style="dim")
         )
-        while True:
-            try:
-                line = self.prompt.prompt("› ")
-            except KeyboardInterrupt:
-                continue  # Ctrl-C at the prompt clears the line
-            except EOFError:
-                break
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                if line.startswith("/"):
-                    if self._slash(line) == "exit":
-                        break
-                else:
-                    self._task(line)
-            except OcReplError as exc:
-                self.renderer(ev.Error(kind=exc.kind, message=exc.message, hint=exc.hint))
-            except KeyboardInterrupt:
-                self.console.print(Text("interrupted", style="yellow"))
-        self.session.close()
-        self.transcript.close()
+        try:
+            while self._one_line():
+                pass
+        finally:  # whatever happens, a created container is removed and the transcript closed
+            self.session.close()
+            self.transcript.close()
         return 0
+
+    def _one_line(self) -> bool:
+        """Read and act on one line; False when the shell should end."""
+        try:
+            line = self.prompt.prompt("› ").strip()
+        except KeyboardInterrupt:
+            return True  # Ctrl-C at the prompt clears the line
+        except EOFError:
+            return False
+        try:
+            if line.startswith("/"):
+                return self._slash(line) != "exit"
+            if line:
+                self._task(line)
+        except OcReplError as exc:
+            self.renderer(ev.Error(kind=exc.kind, message=exc.message, hint=exc.hint))
+        except KeyboardInterrupt:
+            self.console.print(Text("interrupted", style="yellow"))
+        except Exception as exc:  # a bad command must not take the session down with it
+            self.renderer(ev.Error(kind="internal", message=f"{type(exc).__name__}: {exc}"))
+        return True
 
     def _task(self, text: str) -> None:
         self.status.turn = 0
@@ -243,9 +249,10 @@ class Shell:
         self.session.open_sandbox()
 
     def cmd_turns(self, arg: str) -> None:
-        if not arg.isdigit() or int(arg) < 1:
+        if not arg.isdecimal() or int(arg) < 1:
             raise UsageError("/turns needs a positive number")
         self._update(max_turns=int(arg))
+        self.status.max_turns = 0  # the toolbar shows the new cap at once
 
     def cmd_verify(self, arg: str) -> None:
         if arg:
@@ -270,8 +277,11 @@ class Shell:
     def cmd_save(self, arg: str) -> None:
         if not arg:
             raise UsageError("/save needs a path")
-        target = Path(shlex.split(arg)[0]).expanduser()
-        shutil.copyfile(self.transcript.path, target)
+        try:
+            target = Path(shlex.split(arg)[0]).expanduser()
+            shutil.copyfile(self.transcript.path, target)
+        except (ValueError, OSError) as exc:
+            raise UsageError(f"cannot save the transcript to {arg}: {exc}") from exc
         self.console.print(Text(f"saved to {target}", style="dim"))
 
     def cmd_approval(self, arg: str) -> None:

@@ -210,3 +210,15 @@ def test_approval_ask_runs_only_what_is_approved(tmp_path, serve):
         assert "declined" in server.chat_requests()[-1]["body"]["messages"][-1]["content"]
     finally:
         sh.close()
+
+
+def test_bad_commands_are_errors_not_crashes(shell):
+    sh = shell({"replies": []})
+    sh.type_line("/save /nonexistent-dir/x.jsonl")
+    sh.wait_for("cannot save the transcript")
+    sh.type_line("/turns ²")
+    sh.wait_for("/turns needs a positive number")
+    sh.type_line("/turns 3")
+    sh.wait_for("turn 0/3")  # the toolbar shows the new cap at once
+    sh.type_line("/exit")
+    sh.wait_for("oc-repl-exit-status=0")
