@@ -316,7 +316,7 @@ def show(
 @click.option(
     "--openclaw-rl",
     metavar="PATH|URL",
-    help="An OpenClaw-RL checkout, its terminal-rl/agent/prompts.py, or a URL (default: GitHub).",
+    help="An OpenClaw-RL checkout, its terminal-rl/agent/prompts.py, or a URL; that file is run to render the prompt.",
 )
 @click.option("--force", is_flag=True, help="Store assets whose sha256 differs from the known upstream hash.")
 def sync(only: tuple[str, ...], openclaw_rl: str | None, force: bool) -> None:

@@ -34,7 +34,6 @@ SOURCES = ("terminus", "camel", "openclaw")
 TERMINAL_BENCH = "terminal-bench==0.2.18"
 CAMEL_REQUIREMENTS = ("camel-ai==0.2.90", "mcp<2")
 CAMEL_VENV = "camel-ai-0.2.90"
-OPENCLAW_DEFAULT = "https://raw.githubusercontent.com/Gen-Verse/OpenClaw-RL/main/terminal-rl/agent/prompts.py"
 OPENCLAW_FILE = Path("terminal-rl/agent/prompts.py")
 RECORD = "sync.json"
 
@@ -340,7 +339,8 @@ def _download(url: str) -> bytes:
 
 def openclaw_source(spec: str | None) -> tuple[bytes, str]:
     """The prompts module's bytes and where they came from: a URL, a checkout, or the file itself."""
-    spec = spec or OPENCLAW_DEFAULT
+    if not spec:
+        raise SyncError("the OpenClaw-RL prompt needs --openclaw-rl PATH|URL (a checkout or its prompts.py)")
     if re.match(r"https?://", spec):
         url = raw_github_url(spec)
         return _download(url), url
@@ -387,6 +387,10 @@ def sync(only: tuple[str, ...], openclaw: str | None, force: bool, say: Say) -> 
     """Each source in turn; outcomes come as soon as their source is done, failures included."""
     for source, fetch in _fetchers(openclaw):
         if only and source not in only:
+            continue
+        if source == "openclaw" and not openclaw and not only:
+            # It is Python that gets run to render the prompt: only ever from a source the user named.
+            say("openclaw: skipped; give --openclaw-rl PATH|URL to render the prompt from that file")
             continue
         try:
             fetched = fetch(say)
