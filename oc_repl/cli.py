@@ -30,6 +30,11 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--system", help="raw: a system message, as TEXT or @FILE."),
         click.option(
+            "--relative-paths",
+            type=click.Choice(["workdir", "root"]),
+            help="camel: relative file_path of shell_write_content_to_file against the workdir, or / as upstream.",
+        ),
+        click.option(
             "--wait",
             type=click.Choice(["detect", "exact"]),
             help="terminus: return once the shell is provably idle (detect, default) or sleep every duration (exact).",

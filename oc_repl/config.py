@@ -42,6 +42,7 @@ class RunSettings(BaseModel):
     image: str | None = None
     observation_limit: int | None = Field(default=None, ge=0)
     wait: Literal["detect", "exact"] = "detect"
+    relative_paths: Literal["workdir", "root"] = "workdir"
     system: str | None = None
     max_turns: int = Field(default=12, ge=1)
     loop_limit: int = Field(default=3, ge=0)

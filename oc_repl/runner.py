@@ -164,7 +164,12 @@ class Session:
 
             s = self.settings
             self.protocol = protocols.create(
-                s.protocol, history=s.history, observation_limit=s.observation_limit, wait=s.wait, system=s.system
+                s.protocol,
+                history=s.history,
+                observation_limit=s.observation_limit,
+                wait=s.wait,
+                system=s.system,
+                relative_paths=s.relative_paths,
             )
         return self.protocol
 

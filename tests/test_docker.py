@@ -449,3 +449,24 @@ def test_attach_to_stopped_container_is_a_sandbox_error(serve, tmp_path, own_con
     assert f"container '{container.name}' is {container.status}, not running" in proc.stderr
     assert f"docker start {container.name}" in proc.stderr
     assert server.chat_requests() == []
+
+
+@pytest.mark.parametrize(("image", "lands"), [(IMAGE, True), ("oc-repl-task-write-greeting:latest", False)])
+def test_upstream_relative_paths_resolve_against_root(docker_client: Any, image: str, lands: bool):
+    """`relative_paths="root"` replays upstream: the parent is made under the image's WORKDIR, the file goes under /,
+    so it lands in /rel/... when WORKDIR is / and fails when the image has a WORKDIR such as /app."""
+    from oc_repl.sandbox.docker import DockerImageSandbox
+
+    if image != IMAGE:  # a task image with WORKDIR /app
+        from oc_repl.tasks import build_image, load_task_dir
+
+        image = build_image(load_task_dir(ROOT / "examples" / "tasks" / "write-greeting"))
+    box = DockerImageSandbox.from_spec(image)
+    try:
+        result = CamelTerminalTools(box, relative_paths="root").call(
+            "shell_write_content_to_file", {"content": "x\n", "file_path": "rel/deep/x.txt"}
+        )
+        assert (result.status == "completed") is lands, result.text
+        assert (box.exec("cat /rel/deep/x.txt", timeout=10).exit_code == 0) is lands
+    finally:
+        box.close()

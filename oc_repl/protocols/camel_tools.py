@@ -250,7 +250,10 @@ class CamelTerminalTools:
         parent = posixpath.dirname(file_path)
         if not parent:
             return ""
-        self.sandbox.exec(f"mkdir -p -- {shlex.quote(parent)}", timeout=30)
+        # the container's own working directory (its WORKDIR), not ours: that is where upstream's mkdir ran
+        self.sandbox.exec(
+            f"mkdir -p -- {shlex.quote(parent)}", timeout=30, cwd=getattr(self.sandbox, "image_workdir", None)
+        )
         if not self._test("-d", posixpath.dirname(target)):
             return f"directory '{posixpath.dirname(target)}' does not exist"
         return ""
