@@ -75,3 +75,14 @@ def test_transcript_skips_a_cut_last_line(tmp_path: Path):
     with path.open("a") as f:
         f.write('{"type":"turn.sta')
     assert [e.type for e in read_events(path)] == ["turn.started"]
+
+
+def test_show_skips_lines_it_cannot_read(tmp_path: Path):
+    from tests.conftest import run_cli
+
+    path = tmp_path / "t.jsonl"
+    good = TurnStarted(turn=1, max_turns=2).model_dump_json()
+    path.write_bytes(good.encode() + b'\n{"type":"bogus"}\n\xff\xfe\n' + good.encode() + b"\n")
+    proc = run_cli(["show", str(path)], tmp_path)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    assert proc.stderr.count("turn 1/2") == 2 and "line 2 skipped" in proc.stderr
