@@ -435,3 +435,16 @@ def test_tool_schemas_are_strict():
         assert {k: v["type"] for k, v in params["properties"].items()} == expected[function["name"]]
         assert params["required"] == list(expected[function["name"]])
         assert all(v["description"] for v in params["properties"].values())
+
+
+def test_a_reply_with_several_bad_blocks_is_one_strike_and_held_back_calls_are_named(sandbox: LocalSandbox):
+    protocol = started(CamelProtocol())
+    held_back = '<tool_call>\n{"name": "shell_exec", "arguments": {"id": "a", "command": "ls"}}\n</tool_call>'
+    broken = '<tool_call>\n{"name": "shell_exec", "arguments": {"id": \n</tool_call>'
+    for _ in range(2):
+        protocol.step(Reply(truncated=True, malformed_calls=[held_back, broken]), sandbox, Recorder())
+    feedback = protocol.request().messages[-1]["content"]
+    assert "[TOOL_ERROR] shell_exec: not run, because another tool call in the same reply" in feedback
+    assert "invalid JSON: Expecting value" in feedback and "(char 0)" not in feedback  # the tags are not the error
+    with pytest.raises(ParseErrorLimit):
+        protocol.step(Reply(malformed_calls=[broken]), sandbox, Recorder())

@@ -50,6 +50,11 @@ def parse_error_text(block: str) -> str:
         reason = "the block is not a tool call"
         if isinstance(parsed, dict) and "name" not in parsed:
             reason = 'the JSON object has no "name"'
+        elif isinstance(parsed, dict):  # a readable call held back because a sibling in the same reply was not
+            return (
+                f"[TOOL_ERROR] {parsed['name']}: not run, because another tool call in the same reply could not be "
+                "read and none of the reply's calls ran. Send the calls again, each with valid JSON arguments."
+            )
     except json.JSONDecodeError as exc:
         reason = f"invalid JSON: {exc}"
     return (
@@ -172,7 +177,9 @@ class CamelProtocol:
             calls = list(reply.tool_calls)
             feedback = [parse_error_text(block) for block in reply.malformed_calls]
         for text in feedback:
-            self._parse_error(text, emit)
+            self._report_parse_error(text, emit)
+        if feedback:  # the limit counts replies, as training did: one unreadable reply is one strike
+            self._count_parse_error()
         if not calls and not feedback:
             self._flush_results()
             self._messages.append({"role": "assistant", "content": reply.content})
@@ -197,12 +204,14 @@ class CamelProtocol:
             )
         return self._toolbox
 
-    def _parse_error(self, feedback: str, emit: Emit) -> None:
-        self._parse_errors += 1
+    def _report_parse_error(self, feedback: str, emit: Emit) -> None:
         message = "reply cut off at the token limit" if feedback is TRUNCATED else feedback.split("\n", 1)[0]
         emit(ItemCompleted(item=ParseError(id=self._item_id(), message=message, feedback=feedback)))
+
+    def _count_parse_error(self) -> None:
+        self._parse_errors += 1
         if self._parse_errors >= self.parse_error_limit:
-            raise ParseErrorLimit(f"{self._parse_errors} replies or tool calls could not be parsed in this task")
+            raise ParseErrorLimit(f"{self._parse_errors} replies could not be parsed in this task")
 
     def _run(self, call: ToolCall, tools: CamelTerminalTools, emit: Emit) -> str:
         item_id = self._item_id()
