@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from oc_repl.errors import ContextOverflow, ServerError, ServerUnreachable
 from oc_repl.types import Reply
@@ -28,7 +29,6 @@ _START_HINT = (
     "then point --api-base at it (e.g. http://127.0.0.1:30000/v1)."
 )
 _CONNECT_FAILURES = ("ConnectError", "ConnectTimeout")
-_STREAM_ONLY = ("stream", "stream_options")
 
 
 class _Incomplete(Exception):
@@ -39,11 +39,47 @@ class _NoStream(Exception):
     """A stream with tools that carried no data at all: llama-cpp-python's answer when it cannot stream a call."""
 
 
-class _Failure:
-    __slots__ = ("error", "retry")
+class _Stalled(_Incomplete):
+    """Bytes kept coming (keepalive comments, empty deltas) but nothing useful for idle_timeout seconds."""
 
-    def __init__(self, error: ServerError, retry: bool) -> None:
-        self.error, self.retry = error, retry
+
+class _Malformed(Exception):
+    """A reply of a shape nothing can be read from (a null choice, a call that is a string, ...)."""
+
+
+def _read(fold: Callable[..., Any], *args: Any) -> Any:
+    """Backstop for the wire helpers: a reply they cannot digest is the server's fault, not an internal error."""
+    try:
+        return fold(*args)
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
+        raise _Malformed(f"{type(exc).__name__}: {exc}") from exc
+
+
+class _Watchdog:
+    """Closes a stream once `limit` seconds pass without a meaningful delta (the reader updates `last`): the read
+    timeout only measures gaps between bytes, which keepalive comments or empty deltas keep short forever."""
+
+    def __init__(self, response: Any, limit: float) -> None:
+        self.fired, self._response, self._limit, self.last = False, response, limit, time.monotonic()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="oc-repl-stream-watchdog", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._done.wait(min(0.25, self._limit / 4)):
+            if time.monotonic() - self.last > self._limit:
+                self.fired = True
+                self._response.close()  # the reading loop fails on its next read
+                return
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+class _Failure(NamedTuple):
+    error: ServerError
+    retry: bool
 
 
 class ChatClient:
@@ -73,12 +109,9 @@ class ChatClient:
         self.model = model
         self.stream = stream
         self.attempts = 1 + max(0, retries)
-        self.idle_timeout = idle_timeout
-        self.request_timeout = request_timeout
-        self.on_retry = on_retry
-        self.backoff = backoff
-        self.native_calls = 0
-        self.salvaged_calls = 0
+        self.idle_timeout, self.request_timeout = idle_timeout, request_timeout
+        self.on_retry, self.backoff = on_retry, backoff
+        self.native_calls = self.salvaged_calls = 0
         self.last_request: dict[str, Any] = {}
         self.stream_tools = True  # False once the server showed it cannot stream replies to requests with tools
         self._streaming = stream
@@ -115,8 +148,7 @@ class ChatClient:
     def complete(
         self, messages: list[dict[str, Any]], options: dict[str, Any], on_delta: OnDelta | None = None
     ) -> Reply:
-        body = self._request_body(messages, options)
-        self.last_request = body
+        body = self.last_request = self._request_body(messages, options)
         wanted = bool(options.get("stream", self.stream))
         stream = self._streaming = wanted and (self.stream_tools or "tools" not in body)
         max_tokens = options.get("max_tokens") or options.get("max_completion_tokens")
@@ -129,11 +161,9 @@ class ChatClient:
                 reply = self._plain_fallback(body, max_tokens)
         else:
             reply = self._with_retries(lambda: self._plain(body, max_tokens))
-        for call in reply.tool_calls:
-            if call.source == "native":
-                self.native_calls += 1
-            else:
-                self.salvaged_calls += 1
+        native = sum(call.source == "native" for call in reply.tool_calls)
+        self.native_calls += native
+        self.salvaged_calls += len(reply.tool_calls) - native
         return reply
 
     # --- one attempt ---------------------------------------------------------------------------------
@@ -141,43 +171,40 @@ class ChatClient:
     def _request_body(self, messages: list[dict[str, Any]], options: dict[str, Any]) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model or self.resolve_model(), "messages": normalise_history(messages)}
         for key, value in options.items():
-            if key not in _STREAM_ONLY and key != "extra_body":
+            if key not in ("stream", "stream_options", "extra_body"):  # the stream switches are set per request
                 body[key] = value
         body.update(options.get("extra_body") or {})  # server-specific fields go on the wire as they are
         if not body.get("tools"):
             body.pop("tools", None)
             body.pop("tool_choice", None)
-        else:
-            # llama-cpp-python drops the tools when tool_choice is omitted
+        else:  # llama-cpp-python drops the tools when tool_choice is omitted
             body.setdefault("tool_choice", "auto")
         return body
 
     def _post(self, body: dict[str, Any], stream: bool) -> Any:
         if stream:
             body = {**body, "stream": True, "stream_options": {"include_usage": True}}
-        timeout = self._stream_timeout if stream else self._plain_timeout
+        opts = {"timeout": self._stream_timeout if stream else self._plain_timeout}
         return self._sdk.post(
-            "/chat/completions",
-            body=body,
-            cast_to=object,
-            stream=stream,
-            stream_cls=self._stream_cls,
-            options={"timeout": timeout},
+            "/chat/completions", body=body, cast_to=object, stream=stream, stream_cls=self._stream_cls, options=opts
         )
 
     def _streamed(self, body: dict[str, Any], max_tokens: int | None, on_delta: OnDelta | None) -> Reply:
-        started = time.monotonic()
-        ttft = None
+        started, ttft = time.monotonic(), None
         acc = StreamAccumulator()
         router = ThinkRouter(on_delta) if on_delta else None
         chunks: list[dict[str, Any]] = []
         response = self._post(body, stream=True)
+        watchdog = _Watchdog(response, self.idle_timeout)
         try:
             for data in response:
                 if not isinstance(data, dict):
                     raise _Incomplete(f"the stream sent a chunk that is not a JSON object: {str(data)[:80]}")
                 chunks.append(data)
-                text, thought, moved = acc.add(data)
+                finish, usage = acc.finish_reason, acc.usage
+                text, thought, moved = _read(acc.add, data)
+                if text or thought or moved or acc.finish_reason is not finish or acc.usage is not usage:
+                    watchdog.last = time.monotonic()  # meaningful progress, not a keepalive or an empty delta
                 if ttft is None and (text or thought or moved):
                     ttft = time.monotonic() - started
                 if router is not None:
@@ -185,19 +212,28 @@ class ChatClient:
                         router.reasoning(thought)
                     if text:
                         router.content(text)
+        except Exception as exc:
+            if watchdog.fired:  # whatever the closed response raised, the cause is the stall
+                raise _Stalled from exc
+            # exactly APIConnectionError: a broken connection; its subclass APITimeoutError is a silent server
+            if type(exc) is self._openai.APIConnectionError and not chunks and "tools" in body:
+                raise _NoStream from exc  # llama-cpp-python may also drop the connection instead of closing cleanly
+            raise
         finally:
+            watchdog.stop()
             response.close()
         if acc.finish_reason is None:
+            if watchdog.fired:
+                raise _Stalled
             if not chunks and "tools" in body:
                 raise _NoStream
             raise _Incomplete("the stream ended before the reply was complete")
         if router is not None:
             router.flush()
         message = acc.message()
-        reply = build_reply(message, acc.finish_reason, acc.usage, max_tokens)
+        reply = _read(build_reply, message, acc.finish_reason, acc.usage, max_tokens)
         reply.raw = {"chunks": chunks, "message": message, "finish_reason": acc.finish_reason, "usage": acc.usage}
-        reply.ttft_s = ttft
-        reply.duration_s = time.monotonic() - started
+        reply.ttft_s, reply.duration_s = ttft, time.monotonic() - started
         return reply
 
     def _plain(self, body: dict[str, Any], max_tokens: int | None) -> Reply:
@@ -207,7 +243,8 @@ class ChatClient:
         if not choices or not isinstance(choices[0], dict):
             raise _Incomplete("the server answered without a choice")
         choice = choices[0]
-        reply = build_reply(choice.get("message") or {}, choice.get("finish_reason"), raw.get("usage"), max_tokens)
+        message = choice.get("message") or {}
+        reply = _read(build_reply, message, choice.get("finish_reason"), raw.get("usage"), max_tokens)
         reply.raw = raw
         reply.duration_s = time.monotonic() - started
         return reply
@@ -235,7 +272,7 @@ class ChatClient:
         for number in range(1, self.attempts + 1):
             try:
                 return attempt()
-            except (self._openai.OpenAIError, _Incomplete, json.JSONDecodeError) as exc:
+            except (self._openai.OpenAIError, _Incomplete, _Malformed, json.JSONDecodeError) as exc:
                 failure, cause = self._classify(exc), exc
             if not failure.retry:
                 raise failure.error from cause
@@ -252,8 +289,7 @@ class ChatClient:
         raise error from cause
 
     def _classify(self, exc: Exception) -> _Failure:
-        openai = self._openai
-        where = self.api_base
+        openai, where = self._openai, self.api_base
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             said = _server_message(exc)
@@ -275,6 +311,11 @@ class ChatClient:
             if overflow := context_overflow(exc.body, said):
                 return _Failure(overflow, retry=False)
             return _Failure(ServerError(f"The model server at {where} reported an error: {said}"), retry=True)
+        if isinstance(exc, _Stalled):  # retried like any other stall
+            text = f"The model server at {where} sent nothing useful for {self.idle_timeout:g}s."
+            return _Failure(ServerError(text), retry=True)
+        if isinstance(exc, _Malformed):
+            return _Failure(ServerError(f"The model server at {where} sent a malformed reply: {exc}."), retry=False)
         if isinstance(exc, (_Incomplete, json.JSONDecodeError)):
             return _Failure(ServerError(f"The model server at {where} sent a broken response: {exc}."), retry=True)
         return _Failure(ServerError(f"The model server at {where} failed: {exc}"), retry=False)
@@ -282,10 +323,8 @@ class ChatClient:
 
 def _server_message(exc: Any) -> str:
     body = exc.body
-    if isinstance(body, dict):
-        message = body.get("message") or body.get("detail")
-        if isinstance(message, str) and message:
-            return message
+    if isinstance(body, dict) and isinstance(message := body.get("message") or body.get("detail"), str) and message:
+        return message
     if isinstance(body, str) and body.strip():
         return body.strip()[:500]
     return str(exc.message)
@@ -316,22 +355,19 @@ def _causes(exc: BaseException):
 def _connect_failed(exc: BaseException) -> bool:
     """True when no connection was ever made: refused, unresolvable, or no answer to the handshake."""
     for cause in _causes(exc):
-        if isinstance(cause, (ConnectionRefusedError, socket.gaierror)):
-            return True
-        if type(cause).__name__ in _CONNECT_FAILURES:
+        if isinstance(cause, (ConnectionRefusedError, socket.gaierror)) or type(cause).__name__ in _CONNECT_FAILURES:
             return True
     return False
 
 
 def _root_cause(exc: BaseException) -> str:
-    last = exc
-    for last in _causes(exc):  # noqa: B007 - the deepest cause names what actually happened
-        pass
+    last = list(_causes(exc))[-1]  # the deepest cause names what actually happened
     return str(last) or type(last).__name__
 
 
 _VLLM_LIMIT = re.compile(r"maximum context length is (\d+) tokens")
 _VLLM_ASKED = re.compile(r"(?:you requested|your request has) (\d+)")
+_VLLM_BUDGET = re.compile(r"too large: (\d+)\..*?maximum context length is (\d+) tokens and your request has (\d+)")
 _SGLANG = re.compile(r"input \((\d+) tokens\) is longer than the model's context length \((\d+) tokens\)")
 _OVERFLOW_WORDS = ("context_length_exceeded", "context length", "context size", "context window")
 
@@ -339,6 +375,12 @@ _OVERFLOW_WORDS = ("context_length_exceeded", "context length", "context size", 
 def context_overflow(body: Any, message: str) -> ContextOverflow | None:
     """The overflow error of vLLM, sglang or llama.cpp, with both numbers when the server gave them."""
     asked = limit = None
+    larger = "serve the model with a larger context (sglang --context-length, vLLM --max-model-len, llama.cpp -c)"
+    larger += ". Server said: " + message
+    if m := _VLLM_BUDGET.search(message):  # newer vLLM: the prompt fits, prompt + max_tokens does not
+        new, limit, prompt = (int(g) for g in m.groups())
+        text = f"The prompt ({prompt} tokens) plus the requested new tokens ({new}) exceed the context ({limit})."
+        return ContextOverflow(text, hint=f"Lower --max-tokens (at most {limit - prompt}) or {larger}")
     if isinstance(body, dict) and body.get("type") == "exceed_context_size_error":
         asked, limit = body.get("n_prompt_tokens"), body.get("n_ctx")
     elif m := _VLLM_LIMIT.search(message):
@@ -355,8 +397,4 @@ def context_overflow(body: Any, message: str) -> ContextOverflow | None:
         text = f"The conversation no longer fits the model's context of {limit} tokens."
     else:
         text = "The conversation no longer fits the model's context."
-    hint = (
-        "Start a new conversation, lower --max-tokens, or serve the model with a larger context "
-        "(sglang --context-length, vLLM --max-model-len, llama.cpp -c). Server said: " + message
-    )
-    return ContextOverflow(text, hint=hint)
+    return ContextOverflow(text, hint=f"Start a new conversation, lower --max-tokens, or {larger}")

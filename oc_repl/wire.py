@@ -266,38 +266,34 @@ class StreamAccumulator:
         """Folds one chunk in; returns (content delta, reasoning delta, whether a call moved)."""
         if chunk.get("usage"):
             self.usage = chunk["usage"]
-        choices = chunk.get("choices") or []
-        if not choices:
+        choices = chunk.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        if not isinstance(choice, dict):  # no choices (the usage chunk), or a malformed one: nothing to fold
             return "", "", False
-        choice = choices[0]
-        if choice.get("finish_reason"):
+        if isinstance(choice.get("finish_reason"), str) and choice["finish_reason"]:
             self.finish_reason = choice["finish_reason"]
-        delta = choice.get("delta") or {}
+        delta = _dict(choice.get("delta"))
         text = delta.get("content")
-        if isinstance(text, str):
-            self.saw_content = True
-            self.content.append(text)
-        else:
-            text = ""
+        self.saw_content = self.saw_content or isinstance(text, str)
+        text = text if isinstance(text, str) else ""
+        self.content.append(text)
         thought = ""
         for key in ("reasoning_content", "reasoning"):
-            value = delta.get(key)
-            if isinstance(value, str) and value:
+            if isinstance(value := delta.get(key), str) and value:
                 self.reasoning_key = self.reasoning_key or key
                 self.reasoning.append(value)
                 thought = value
                 break
-        moved = False
-        for part in delta.get("tool_calls") or []:
+        parts = [p for p in delta.get("tool_calls") or [] if isinstance(p, dict)]  # servers have sent `[null]`
+        for part in parts:
             self._add_call(part)
-            moved = True
-        return text, thought, moved
+        return text, thought, bool(parts)
 
     def _add_call(self, part: dict[str, Any]) -> None:
         index = part.get("index")
-        call_id = part.get("id") or ""
-        fn = part.get("function") or {}
-        name = fn.get("name") or ""
+        call_id = part.get("id") if isinstance(part.get("id"), str) else ""
+        fn = _dict(part.get("function"))
+        name = fn.get("name") if isinstance(fn.get("name"), str) else ""
         slot = None
         if isinstance(index, int):
             slot = self._by_index.get(index)
@@ -334,6 +330,17 @@ class StreamAccumulator:
 # --- the reply ---------------------------------------------------------------------------------------
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _count(value: Any) -> int:
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError, OverflowError):  # servers have sent "n/a": a count that is no number is 0
+        return 0
+
+
 def _text(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -345,11 +352,7 @@ def _text(value: Any) -> str:
 def to_usage(raw: Any) -> Usage | None:
     if not isinstance(raw, dict):
         return None
-    return Usage(
-        prompt_tokens=int(raw.get("prompt_tokens") or 0),
-        completion_tokens=int(raw.get("completion_tokens") or 0),
-        total_tokens=int(raw.get("total_tokens") or 0),
-    )
+    return Usage(*(_count(raw.get(k)) for k in ("prompt_tokens", "completion_tokens", "total_tokens")))
 
 
 def build_reply(message: dict[str, Any], finish_reason: str | None, usage: Any, max_tokens: int | None) -> Reply:
@@ -369,8 +372,10 @@ def build_reply(message: dict[str, Any], finish_reason: str | None, usage: Any, 
     )
     broken_native = False
     for call in message.get("tool_calls") or []:
-        fn = call.get("function") or {}
-        name, raw_args = fn.get("name") or "", fn.get("arguments")
+        if not isinstance(call, dict):
+            continue  # a null entry is no call at all
+        fn = _dict(call.get("function"))
+        name, raw_args = fn.get("name") if isinstance(fn.get("name"), str) else "", fn.get("arguments")
         args = parse_arguments(raw_args)
         if args is None or not name:
             broken_native = True

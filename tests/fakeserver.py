@@ -8,7 +8,10 @@ and sends the result in the wire shapes of reference/wire-formats.md, streamed o
      "cycle": False, "chunk_chars": 5, "strict": False, "replies": [REPLY, ...]}
 
 REPLY = {"text": model text} plus any of: max_tokens_cut, finish_reason, http_error + body,
-stream_error, stall, disconnect, usage, delay. Run `python -m tests.fakeserver SCRIPT.json
+stream_error, stall, keepalive / empty_deltas (a stall of that many seconds that still sends `: ping`
+comments / chunks with empty deltas), disconnect, drop_stream (200, then the socket closes with no data),
+usage (fields to override), omit_usage, raw_stream / raw_body (chunks / a body sent exactly as
+given), delay. Run `python -m tests.fakeserver SCRIPT.json
 [--requests-log F] [--port-file F]` to serve until killed.
 """
 
@@ -277,12 +280,14 @@ class _Handler(BaseHTTPRequestHandler):
         if "http_error" in reply:
             status = reply["http_error"]
             return self._json(status, reply.get("body") or _error_body(status, "Internal server error"))
+        if "raw_body" in reply and not stream:
+            return self._json(200, reply["raw_body"])
         if script.get("strict") and (why := _strict_failure(flavour, body)):
             return self._json(500, _error_body(500, why))
         if "stream_error" in reply and not stream:
             return self._json(500, _error_body(500, reply["stream_error"]))
         out = generate(script, reply, stream)
-        usage = _usage(body, out, reply)
+        usage = None if reply.get("omit_usage") else _usage(body, out, reply)
         envelope = {"id": "chatcmpl-" + secrets.token_hex(6), "created": int(time.time()), "model": body.get("model")}
         if not stream:
             choice = {"index": 0, "message": full_message(script, out), "finish_reason": out["finish"]}
@@ -291,7 +296,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._stream(script, reply, body, out, usage, envelope)
         return None
 
-    def _stream(self, script: dict, reply: dict, body: dict, out: dict, usage: dict, envelope: dict) -> None:
+    def _stream(self, script: dict, reply: dict, body: dict, out: dict, usage: dict | None, envelope: dict) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -301,6 +306,9 @@ class _Handler(BaseHTTPRequestHandler):
         if script.get("strict") and script.get("flavour") == "llamacpp-python" and body.get("tool_choice") == "auto":
             self.close_connection = True  # its known failure: 200, then the connection closes with no data
             return self._chunk(b"")
+        if reply.get("drop_stream"):  # 200 and SSE headers, then the socket closes: no data, no terminating chunk
+            self.close_connection = True
+            return None
         events: list[Any] = []
         for d in stream_deltas(script, out):
             choice = {"index": 0, "delta": d["delta"], "logprobs": None, "finish_reason": d.get("finish_reason")}
@@ -308,13 +316,17 @@ class _Handler(BaseHTTPRequestHandler):
         if "stream_error" in reply:
             error = {"object": "error", "message": reply["stream_error"], "type": "BadRequestError", "param": None}
             events = events[:1] + [{"error": {**error, "code": 400}}]
-        elif (body.get("stream_options") or {}).get("include_usage"):
+        elif (body.get("stream_options") or {}).get("include_usage") and usage is not None:
             events.append({**envelope, "object": "chat.completion.chunk", "choices": [], "usage": usage})
+        if "raw_stream" in reply:  # malformed shapes go out untouched
+            events = list(reply["raw_stream"])
         events.append("[DONE]")
         try:
             for n, event in enumerate(events):
                 self._chunk(f"data: {event if isinstance(event, str) else json.dumps(event)}\n\n".encode())
                 if n == 0 and reply.get("stall") and stopping.wait(reply["stall"]):
+                    return
+                if n == 0 and self._trickle(reply, envelope):
                     return
                 if reply.get("disconnect") and n == min(3, len(events) - 2):
                     self.close_connection = True  # no terminating chunk: the body is cut mid-way
@@ -322,6 +334,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._chunk(b"")
         except OSError:  # the client gave up (idle timeout) and closed its end
             self.close_connection = True
+
+    def _trickle(self, reply: dict, envelope: dict) -> bool:
+        """A stall that keeps bytes flowing, so a read timeout never fires. True when the server is stopping."""
+        choice = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": None}
+        empty = json.dumps({**envelope, "object": "chat.completion.chunk", "choices": [choice]})
+        for key, data in (("keepalive", b": ping\n\n"), ("empty_deltas", f"data: {empty}\n\n".encode())):
+            end = time.monotonic() + reply.get(key, 0)
+            while time.monotonic() < end:
+                self._chunk(data)
+                if self.server.fake._stopping.wait(0.1):
+                    return True
+        return False
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

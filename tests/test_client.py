@@ -6,6 +6,7 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -199,13 +200,20 @@ def test_sglang_unclosed_think_salvages_from_reasoning(run):
 
 @both
 @pytest.mark.parametrize("flavour", ["sglang", "vllm", "noparser", "llamacpp-python", "ollama"])
-def test_truncated_mid_call_is_never_executable(run, stream, flavour):
+@pytest.mark.parametrize(
+    "usage",
+    [{}, {"usage": {"completion_tokens": 3}}, {"omit_usage": True}],
+    ids=["usage-at-cap", "usage-under", "usage-omitted"],
+)
+def test_truncated_mid_call_is_never_executable(run, stream, flavour, usage):
+    # with usage under-reported or missing, only finish_reason and the arguments check can catch the cut
     text = call_text("shell_exec", LONG)
-    reply = run({"flavour": flavour, "replies": [{"text": text, "max_tokens_cut": len(text) - 40}]}, stream).complete(
-        {"tools": TOOLS, "max_tokens": 64}
-    )
+    script = {"flavour": flavour, "replies": [{"text": text, "max_tokens_cut": len(text) - 40, **usage}]}
+    reply = run(script, stream).complete({"tools": TOOLS, "max_tokens": 64})
     assert reply.truncated is True
     assert reply.tool_calls == []
+    if usage:
+        assert (reply.usage.completion_tokens if reply.usage else 0) < 64
 
 
 def test_vllm_streamed_cut_caught_by_arguments_alone(run):
@@ -460,6 +468,85 @@ def test_stream_closed_without_data_falls_back_to_plain(run):
     assert [bool(b.get("stream")) for b in r.chat_bodies()] == [True, False, False, True]
 
 
+def _watchdogs() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "oc-repl-stream-watchdog"]
+
+
+@pytest.mark.parametrize("trickle", ["keepalive", "empty_deltas"])
+def test_stream_that_only_trickles_is_a_stall(run, trickle):
+    # `: ping` comments or empty deltas keep bytes flowing, so the read timeout alone would never fire
+    r = run({"cycle": True, "replies": [{"text": "slow words here", trickle: 5}]}, idle_timeout=0.5, retries=1)
+    started = time.monotonic()
+    with pytest.raises(ServerError) as info:
+        r.complete({})
+    assert time.monotonic() - started < 3
+    assert "nothing useful for 0.5s" in info.value.message
+    assert len(r.retries) == 1 and len(r.chat_bodies()) == 2
+    assert _watchdogs() == []
+
+
+def test_slow_but_steady_stream_is_not_a_stall(run):
+    # each delta is useful progress, so the watchdog waits although the whole reply takes longer than the limit
+    r = run({"chunk_chars": 1, "replies": [{"text": "x" * 30, "keepalive": 0.3}]}, idle_timeout=0.5)
+    assert r.complete({}).content == "x" * 30
+    assert r.retries == [] and _watchdogs() == []
+
+
+def test_stream_dropped_without_data_falls_back_to_plain(run):
+    # llama-cpp-python may also drop the connection outright: no data, no terminating chunk
+    r = run({"flavour": "llamacpp-python", "cycle": True, "replies": [{"text": "ok", "drop_stream": True}]}, retries=1)
+    assert r.complete().content == "ok" and r.client.stream_tools is False
+    assert [bool(b.get("stream")) for b in r.chat_bodies()] == [True, False] and r.retries == []
+
+
+def test_stream_dropped_without_tools_is_retried(run):
+    r = run({"cycle": True, "replies": [{"text": "ok", "drop_stream": True}]}, retries=1)
+    with pytest.raises(ServerError, match="broke"):
+        r.complete({})
+    assert len(r.retries) == 1 and r.client.stream_tools is True
+    assert all(b.get("stream") for b in r.chat_bodies())
+
+
+def _chunk(delta: dict | None = None, finish: str | None = None) -> dict:
+    return {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta or {}, "finish_reason": finish}]}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"choices": [None]},
+        {"choices": "x"},
+        _chunk("not a delta"),
+        _chunk({"tool_calls": [None]}),
+        _chunk({"tool_calls": [{"index": 0, "id": "c1", "function": "x"}]}),
+        {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": "n/a", "total_tokens": None}},
+    ],
+)
+def test_malformed_chunks_are_skipped(run, bad):
+    chunks = [_chunk({"role": "assistant", "content": "he"}), bad, _chunk({"content": "llo"}), _chunk(finish="stop")]
+    reply = run({"replies": [{"raw_stream": chunks}]}).complete({"max_tokens": 64})
+    assert reply.content == "hello" and reply.tool_calls == []
+
+
+def test_malformed_plain_reply_is_read_defensively(run):
+    message = {"role": "assistant", "content": "hi", "tool_calls": [None, {"id": "c1", "function": "x"}]}
+    body = {"choices": [{"message": message, "finish_reason": "stop"}], "usage": {"completion_tokens": "n/a"}}
+    reply = run({"replies": [{"raw_body": body}]}, stream=False).complete({"max_tokens": 64})
+    assert reply.content == "hi" and reply.tool_calls == [] and reply.usage.completion_tokens == 0
+
+
+@both
+def test_unreadable_reply_is_a_server_error_not_retried(run, stream):
+    if stream:
+        script = {"cycle": True, "replies": [{"raw_stream": [_chunk({"tool_calls": 5}), _chunk(finish="stop")]}]}
+    else:
+        script = {"cycle": True, "replies": [{"raw_body": {"choices": [{"message": "x", "finish_reason": "stop"}]}}]}
+    r = run(script, stream, retries=2)
+    with pytest.raises(ServerError, match="malformed reply"):
+        r.complete()
+    assert len(r.chat_bodies()) == 1 and r.retries == []
+
+
 def test_stream_broken_after_data_is_retried_not_unstreamed(run):
     script = {"flavour": "sglang", "cycle": True, "replies": [{"text": "ok", "disconnect": True}]}
     r = run(script, retries=1)
@@ -493,6 +580,21 @@ def test_context_overflow(run, stream, server):
         r.complete()
     assert "40000" in info.value.message and "32768" in info.value.message
     assert len(r.chat_bodies()) == 1 and r.retries == []
+
+
+def test_vllm_prompt_plus_max_tokens_overflow(run):
+    said = (
+        "'max_tokens' or 'max_completion_tokens' is too large: 8192. This model's maximum context length is "
+        "16384 tokens and your request has 9000 input tokens (8192 > 16384 - 9000)."
+    )
+    body = {"object": "error", "message": said, "type": "BadRequestError", "param": None, "code": 400}
+    r = run({"cycle": True, "replies": [{"http_error": 400, "body": body}]})
+    with pytest.raises(ContextOverflow) as info:
+        r.complete({"tools": TOOLS, "max_tokens": 8192})
+    message = info.value.message
+    assert "prompt (9000 tokens)" in message and "new tokens (8192)" in message and "(16384)" in message
+    assert info.value.hint.startswith("Lower --max-tokens") and "larger context" in info.value.hint
+    assert r.retries == []
 
 
 @pytest.mark.parametrize("status", [400, 401, 404, 422])
