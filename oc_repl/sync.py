@@ -5,9 +5,8 @@ Three sources, each independent of the others (one failing never stops the rest)
 - camel: the four TerminalToolkit tool schemas as camel-ai 0.2.90 itself generates them, in a cached virtualenv;
 - openclaw: the system prompt rendered by OpenClaw-RL's `terminal-rl/agent/prompts.py` (a checkout, file or URL).
 
-Every asset is checked against a known sha256 (the manifests' `upstream_sha256`; for the tool schemas, the hash
-recorded by the first successful sync) and refused on a mismatch unless forced. Files are written atomically,
-and `upstream_dir()/sync.json` records what was stored, from where and when.
+Every asset is checked against a known sha256 (the manifests' `upstream_sha256`, else the hash a first sync
+recorded) and refused on a mismatch unless forced; files are written atomically; `sync.json` records each store.
 """
 
 from __future__ import annotations
@@ -120,18 +119,12 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _umask() -> int:
-    mask = os.umask(0o22)
-    os.umask(mask)
-    return mask
-
-
 def write_atomic(path: Path, data: bytes) -> None:
     """Readers see the old file or the new one, never a half-written one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
     try:
-        os.chmod(temp, 0o666 & ~_umask())  # mkstemp makes the file private; these are ordinary data files
+        os.chmod(temp, 0o644)  # mkstemp makes the file private; these are ordinary data files
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

@@ -13,7 +13,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from oc_repl.protocols.terminus_parse import Command, Findings, Parsed, autocorrected, concatenation_warning
+from oc_repl.protocols.terminus_parse import (
+    Command,
+    Findings,
+    Parsed,
+    autocorrected,
+    concatenation_warning,
+    order_warning,
+)
 
 REQUIRED = ("analysis", "plan", "commands")
 COMMAND_FIELDS = frozenset(("keystrokes", "duration"))
@@ -111,17 +118,8 @@ def _check_structure(data: Any, body: str, found: Findings) -> str:
 
 def _check_order(body: str, found: Findings) -> None:
     """Warn when the keys are not written analysis, plan, commands; the first `"key":` anywhere counts."""
-    positions = {}
-    for name in REQUIRED:
-        match = re.search(f'"{name}"\\s*:', body)
-        if match:
-            positions[name] = match.start()
-    if len(positions) < 2:
-        return
-    expected = [name for name in REQUIRED if name in positions]
-    actual = sorted(expected, key=positions.__getitem__)
-    if actual != expected:
-        found.add(f"Fields appear in wrong order. Found: {' → '.join(actual)}, expected: {' → '.join(expected)}")
+    if warning := order_warning(body, REQUIRED, '"{name}"\\s*:', "Fields"):
+        found.add(warning)
 
 
 def _is_complete(flag: Any) -> bool:

@@ -15,6 +15,7 @@ Observation flow, as terminal-bench sends it (so a protocol driving these helper
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -59,6 +60,17 @@ class Findings:
 def bullets(items: list[str]) -> str:
     """Warnings as the feedback shows them: `- w1\\n- w2`, or nothing."""
     return "- " + "\n- ".join(items) if items else ""
+
+
+def order_warning(body: str, names: tuple[str, ...], pattern: str, noun: str) -> str:
+    """Warn when the first places of `names` in the raw text (found by `pattern`, `{name}` filled in) are out of
+    the expected order."""
+    positions = {n: m.start() for n in names if (m := re.search(pattern.replace("{name}", n), body))}
+    expected = [n for n in names if n in positions]
+    actual = sorted(expected, key=positions.__getitem__)
+    if len(positions) < 2 or actual == expected:
+        return ""
+    return f"{noun} appear in wrong order. Found: {' → '.join(actual)}, expected: {' → '.join(expected)}"
 
 
 def autocorrected(parsed: Parsed, fix: str) -> Parsed:

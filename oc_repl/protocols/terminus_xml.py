@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from oc_repl.protocols.terminus_parse import Command, Findings, Parsed, concatenation_warning
+from oc_repl.protocols.terminus_parse import Command, Findings, Parsed, concatenation_warning, order_warning
 
 REQUIRED = ("analysis", "plan", "commands")
 SECTIONS = (*REQUIRED, "task_complete")
@@ -136,17 +136,8 @@ def _top_level_tags(body: str) -> list[str]:
 
 
 def _check_order(body: str, found: Findings) -> None:
-    positions = {}
-    for name in REQUIRED:
-        match = re.search(f"<{name}(?:\\s|>|/>)", body)
-        if match:
-            positions[name] = match.start()
-    if len(positions) < 2:
-        return
-    expected = [name for name in REQUIRED if name in positions]
-    actual = sorted(expected, key=positions.__getitem__)
-    if actual != expected:
-        found.add(f"Sections appear in wrong order. Found: {' → '.join(actual)}, expected: {' → '.join(expected)}")
+    if warning := order_warning(body, REQUIRED, "<{name}(?:\\s|>|/>)", "Sections"):
+        found.add(warning)
 
 
 def _commands(listing: str, found: Findings) -> list[Command]:
