@@ -159,19 +159,14 @@ def run(ctx: click.Context, instruction: tuple[str, ...], **params: Any) -> None
 @click.argument("transcript", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def show(transcript: Path) -> None:
     """Render a saved transcript."""
-    from oc_repl.events import parse_event
     from oc_repl.render.human import HumanRenderer
+    from oc_repl.transcript import read_events
 
     render = HumanRenderer()
     # A viewer shows what it can: a line cut by a crash, or written by another version, is reported and skipped.
-    for number, line in enumerate(transcript.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            event = parse_event(line)
-        except ValueError as exc:
-            click.echo(f"oc-repl: line {number} skipped: {str(exc).splitlines()[0]}", err=True)
-            continue
+    for event in read_events(
+        transcript, on_bad_line=lambda number, why: click.echo(f"oc-repl: line {number} skipped: {why}", err=True)
+    ):
         render(event)
 
 

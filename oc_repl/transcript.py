@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -42,17 +42,21 @@ class TranscriptWriter:
         self._file.close()
 
 
-def read_events(path: Path) -> Iterator[Any]:
-    """Events of a transcript; a last line cut by a crash is skipped, any other bad line raises."""
+def read_events(path: Path, on_bad_line: Callable[[int, str], None] | None = None) -> Iterator[Any]:
+    """Events of a transcript. A last line cut by a crash is skipped; any other bad line raises, or, with
+    `on_bad_line`, is reported there (line number, reason) and skipped, as a viewer wants."""
     from oc_repl.events import parse_event
 
-    lines = path.read_text(encoding="utf-8").split("\n")
+    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             yield parse_event(line)
-        except ValueError:
-            if number == len(lines):  # unterminated final line
+        except ValueError as exc:
+            if on_bad_line is not None:
+                on_bad_line(number, str(exc).splitlines()[0])
+            elif number == len(lines):  # unterminated final line
                 return
-            raise
+            else:
+                raise

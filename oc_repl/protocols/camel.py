@@ -157,7 +157,7 @@ class CamelProtocol:
         messages = list(self._messages)
         if self._results:
             messages.append({"role": "user", "content": tool_responses(self._results)})
-        return Request(messages=messages, options={"tools": copy.deepcopy(self._tools), "tool_choice": "auto"})
+        return Request(messages=messages, options={"tools": self._tools, "tool_choice": "auto"})
 
     def assets(self) -> list[Asset]:
         return [copy.copy(self._system_asset), copy.copy(self._tools_asset)]
