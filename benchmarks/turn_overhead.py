@@ -18,11 +18,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from oc_repl.agent import Agent  # noqa: E402
-from oc_repl.client import ChatClient  # noqa: E402
+from oc_repl.client.chat import ChatClient  # noqa: E402
 from oc_repl.protocols import create  # noqa: E402
 from oc_repl.render.jsonl import JsonlRenderer  # noqa: E402
-from oc_repl.runner import Fanout  # noqa: E402
 from oc_repl.sandbox.local import LocalSandbox  # noqa: E402
+from oc_repl.session import Fanout  # noqa: E402
 from oc_repl.transcript import TranscriptWriter  # noqa: E402
 from oc_repl.types import Task  # noqa: E402
 from tests.fakeserver import FakeServer, call_text  # noqa: E402

@@ -25,7 +25,7 @@ class Outcome:
 
 @dataclass
 class Agent:
-    client: Any  # oc_repl.client.ChatClient; typed loosely so importing this module stays cheap
+    client: Any  # oc_repl.client.chat.ChatClient; typed loosely so importing this module stays cheap
     protocol: AgentProtocol
     sandbox: Sandbox
     emit: Emit

@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 
+from oc_repl.cli.shell import ApprovingSandbox
 from oc_repl.config import validate
-from oc_repl.repl import ApprovingSandbox
-from oc_repl.runner import Session
+from oc_repl.session import Session
 from tests.fakeserver import call_text
 
 

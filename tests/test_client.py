@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from oc_repl.client import ChatClient
+from oc_repl.client.chat import ChatClient
+from oc_repl.client.wire import StreamAccumulator, ThinkRouter, build_reply
 from oc_repl.errors import ContextOverflow, ServerError, ServerUnreachable
-from oc_repl.wire import StreamAccumulator, ThinkRouter, build_reply
 from tests.fakeserver import FakeServer, call_text, calls_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -618,7 +618,7 @@ def test_script_exhausted_is_a_server_error(run):
 
 
 def test_client_module_does_not_import_openai():
-    code = "import sys, oc_repl.client, oc_repl.wire; assert 'openai' not in sys.modules"
+    code = "import sys, oc_repl.client, oc_repl.client.wire; assert 'openai' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 

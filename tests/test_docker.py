@@ -458,7 +458,7 @@ def test_upstream_relative_paths_resolve_against_root(docker_client: Any, image:
     from oc_repl.sandbox.docker import DockerImageSandbox
 
     if image != IMAGE:  # a task image with WORKDIR /app
-        from oc_repl.tasks import build_image, load_task_dir
+        from oc_repl.tasks.tb import build_image, load_task_dir
 
         image = build_image(load_task_dir(ROOT / "examples" / "tasks" / "write-greeting"))
     box = DockerImageSandbox.from_spec(image)

@@ -7,8 +7,8 @@ import pytest
 from oc_repl.config import load_file, validate
 from oc_repl.errors import UsageError
 from oc_repl.events import TurnStarted
+from oc_repl.tasks.verify import parse_pytest_summary
 from oc_repl.transcript import TranscriptWriter, read_events
-from oc_repl.verify import parse_pytest_summary
 
 PYTEST_RA = """\
 tests/test_outputs.py::test_a PASSED

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 from oc_repl import events as ev
+from oc_repl.client.wire import split_think
 from oc_repl.errors import UsageError
 from oc_repl.types import Asset, Emit, Message, Reply, Request, Sandbox, Step, Task
-from oc_repl.wire import split_think
 
 
 def _unchanged(reply: Reply) -> str:

@@ -109,7 +109,7 @@ def strip_think(text: str) -> str:
     would report it as extra text before the JSON object (or a stray tag before `<response>`), turning every
     well-formed reply into a warning the model never deserved.
     """
-    from oc_repl.wire import split_think
+    from oc_repl.client.wire import split_think
 
     thought, rest = split_think(text)
     # an unclosed block may still hold the reply: the parsers then see everything, as upstream's would

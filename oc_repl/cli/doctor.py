@@ -24,8 +24,8 @@ def doctor(json_output: bool, timeout: float, **params: Any) -> None:
 
     Exits 1 when the server cannot serve the default protocol, 0 otherwise.
     """
+    from oc_repl.client.doctor import diagnose
     from oc_repl.config import load_file, validate
-    from oc_repl.doctor import diagnose
     from oc_repl.errors import OcReplError
 
     try:

@@ -22,7 +22,7 @@ from oc_repl.config import RunSettings
 from oc_repl.errors import OcReplError, UsageError
 from oc_repl.render.human import HumanRenderer
 from oc_repl.render.sanitize import sanitize
-from oc_repl.runner import Fanout, Session
+from oc_repl.session import Fanout, Session
 from oc_repl.transcript import TranscriptWriter, default_path
 
 COMMANDS: dict[str, str] = {
@@ -256,7 +256,7 @@ class Shell:
 
     def cmd_verify(self, arg: str) -> None:
         if arg:
-            from oc_repl.verify import CommandVerifier
+            from oc_repl.tasks.verify import CommandVerifier
 
             self.session.verifier = CommandVerifier(arg, None, self.settings.verify_timeout)
         self.session.verify_now()

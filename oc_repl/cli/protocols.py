@@ -8,7 +8,7 @@ from typing import Any, NoReturn
 
 import click
 
-SYNC_SOURCES = ("terminus", "camel", "openclaw")  # oc_repl.sync.SOURCES, repeated to keep this import cheap
+SYNC_SOURCES = ("terminus", "camel", "openclaw")  # oc_repl.protocols.sync.SOURCES, repeated to keep this import cheap
 SAMPLING_NAMES = ("default", "training")  # oc_repl.config.SAMPLING_PRESETS
 DEFAULT_TASK = "List the files in the working directory."
 # What tmux shows of a fresh 160x40 pane: the prompt line (trailing spaces trimmed), then the empty rows.
@@ -40,7 +40,7 @@ def _fail(exc: Any) -> NoReturn:
 def upstream_sha256(protocol: str, filename: str) -> str:
     """The published upstream hash (the protocol's manifest or its base's), else one a sync recorded."""
     from oc_repl.protocols import manifests
-    from oc_repl.sync import recorded_sha256
+    from oc_repl.protocols.sync import recorded_sha256
 
     found = manifests()
     manifest = found.get(protocol)
@@ -72,7 +72,7 @@ def _asset_names(name: str) -> list[str]:
 def resolve_asset(protocol: str, filename: str) -> dict[str, Any]:
     """Where the asset would be loaded from now, as `load_asset` decides, without loading the protocol."""
     from oc_repl.protocols import asset_candidates
-    from oc_repl.sync import sha256
+    from oc_repl.protocols.sync import sha256
 
     upstream = upstream_sha256(protocol, filename)
     for source, path in asset_candidates(protocol, filename):
@@ -278,7 +278,7 @@ def show(
     """Print the exact first request protocol NAME would send, without contacting a server."""
     from oc_repl import protocols as registry
     from oc_repl.errors import OcReplError
-    from oc_repl.runner import task_name_for
+    from oc_repl.session import task_name_for
     from oc_repl.types import Task
 
     task = Task(name=task_name or task_name_for(instruction), instruction=instruction)
@@ -322,7 +322,7 @@ def show(
 def sync(only: tuple[str, ...], openclaw_rl: str | None, force: bool) -> None:
     """Fetch the exact upstream assets, check their sha256, and use them from then on."""
     from oc_repl import paths
-    from oc_repl.sync import sync as run_sync
+    from oc_repl.protocols.sync import sync as run_sync
 
     click.echo(f"storing in {paths.upstream_dir()}", err=True)
     failed = 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import signal
 import sys
 import uuid
 from collections.abc import Callable
@@ -15,8 +14,8 @@ from oc_repl import events as ev
 from oc_repl.agent import Agent, Outcome
 from oc_repl.config import RunSettings
 from oc_repl.errors import OcReplError, SandboxError, UsageError
+from oc_repl.tasks.verify import Verifier
 from oc_repl.types import AgentProtocol, Sandbox, Task
-from oc_repl.verify import Verifier
 
 # The verifier decides the outcome whenever the loop ended in a state worth checking.
 VERIFIABLE = {"done", "turn_cap", "loop", "parse_errors"}
@@ -55,14 +54,6 @@ class Fanout:
             sink(event)
 
 
-def _interrupt_on_sigterm() -> None:
-    # A terminated run cleans up like an interrupted one: sessions killed, transcript closed.
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
-
-
 def _consent(settings: RunSettings) -> None:
     if not settings.sandbox.startswith("local:") or settings.yes:
         return
@@ -89,7 +80,7 @@ def _sandbox_options(settings: RunSettings) -> dict[str, Any]:
 def _task_dir_parts(settings: RunSettings, instruction: str) -> tuple[Task, Sandbox, Verifier]:
     """A terminal-bench task dir brings the instruction, the image to run in and the tests that judge it."""
     from oc_repl.sandbox import open_sandbox
-    from oc_repl.tasks import TaskVerifier, build_image, load_task_dir
+    from oc_repl.tasks.tb import TaskVerifier, build_image, load_task_dir
 
     assert settings.task is not None
     if instruction or settings.verify or settings.verify_file:
@@ -106,7 +97,7 @@ def _task_dir_parts(settings: RunSettings, instruction: str) -> tuple[Task, Sand
 def command_verifier(settings: RunSettings) -> Verifier | None:
     if not (settings.verify or settings.verify_file):
         return None
-    from oc_repl.verify import CommandVerifier
+    from oc_repl.tasks.verify import CommandVerifier
 
     return CommandVerifier(settings.verify or "", settings.verify_file, settings.verify_timeout)
 
@@ -123,7 +114,7 @@ class Session:
     """One conversation in one sandbox: what `oc-repl run` uses once and the interactive shell many times."""
 
     def __init__(self, settings: RunSettings, emit: Callable[[Any], None], wrap_sandbox: Any = None) -> None:
-        from oc_repl.client import ChatClient
+        from oc_repl.client.chat import ChatClient
 
         self.settings = settings
         self.emit = emit
@@ -286,30 +277,3 @@ class Session:
                 "follow_up": self.tasks_run > 0,
             },
         )
-
-
-def run_task(settings: RunSettings, instruction: str) -> int:
-    from oc_repl.transcript import TranscriptWriter, default_path
-
-    _interrupt_on_sigterm()
-    if settings.json_output:
-        from oc_repl.render.jsonl import JsonlRenderer
-
-        renderer: Callable[[Any], None] = JsonlRenderer()
-    else:
-        from oc_repl.render.human import HumanRenderer
-
-        renderer = HumanRenderer()
-    transcript = TranscriptWriter(
-        settings.transcript or default_path(uuid.uuid4().hex[:12]), secrets=(settings.api_key,)
-    )
-    result = Session(settings, Fanout(transcript, renderer)).run(instruction, close_after=True)
-    transcript.close()
-    if not settings.json_output and result.final_answer:
-        answer = result.final_answer.rstrip("\n")
-        if sys.stdout.isatty():  # on a terminal the answer is display, and gets the same cleaning as the rest
-            from oc_repl.render.sanitize import sanitize
-
-            answer = sanitize(answer)
-        sys.stdout.write(answer + "\n")
-    return result.exit_code

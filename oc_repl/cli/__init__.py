@@ -10,8 +10,8 @@ from typing import Any
 import click
 
 from oc_repl import __version__
-from oc_repl.cli_doctor import doctor
-from oc_repl.cli_protocols import protocols
+from oc_repl.cli.doctor import doctor
+from oc_repl.cli.protocols import protocols
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -113,7 +113,7 @@ def main(ctx: click.Context, **params: Any) -> None:
         # `oc-repl --model m run ...` means the same as `oc-repl run --model m ...`
         ctx.obj = _typed(ctx, params)
         return
-    from oc_repl.repl import run_shell
+    from oc_repl.cli.shell import run_shell
 
     sys.exit(run_shell(_settings_or_exit(params)))
 
@@ -148,7 +148,7 @@ def _settings_or_exit(params: dict[str, Any]) -> Any:
 @click.pass_context
 def run(ctx: click.Context, instruction: tuple[str, ...], **params: Any) -> None:
     """Run one task; stdout gets the final answer, the exit code the outcome."""
-    from oc_repl.runner import run_task
+    from oc_repl.cli.run import run_task
 
     # typed flags (here or before `run`) > environment > file > defaults
     given = {**{k: v for k, v in params.items() if v is not None}, **(ctx.obj or {}), **_typed(ctx, params)}

@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from oc_repl.client.wire import StreamAccumulator, ThinkRouter, build_reply, normalise_history
 from oc_repl.errors import ContextOverflow, ServerError, ServerUnreachable
 from oc_repl.types import Reply
-from oc_repl.wire import StreamAccumulator, ThinkRouter, build_reply, normalise_history
 
 OnDelta = Callable[[str, str], None]
 OnRetry = Callable[[str, int], None]

@@ -82,7 +82,7 @@ class Doctor:
     def __init__(self, api_base: str, api_key: str, model: str | None, timeout: float, transport: Any = None) -> None:
         import httpx
 
-        from oc_repl.client import ChatClient
+        from oc_repl.client.chat import ChatClient
 
         self.client = ChatClient(api_base, api_key, model, retries=0, request_timeout=timeout, idle_timeout=timeout)
         self.report = Report(api_base=self.client.api_base, model=model)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from oc_repl.errors import UsageError
 from oc_repl.events import VerifyCompleted
+from oc_repl.tasks.verify import TAIL_BYTES, parse_pytest_summary
 from oc_repl.types import Sandbox
-from oc_repl.verify import TAIL_BYTES, parse_pytest_summary
 
 TESTS_DEST = "/tests"
 

@@ -1,0 +1,1 @@
+"""Tasks: terminal-bench task directories and the verifiers that judge a run."""
