@@ -16,17 +16,20 @@ from typing import Literal
 from oc_repl import events as ev
 from oc_repl.errors import UsageError
 from oc_repl.protocols import load_asset
+from oc_repl.protocols.templates import Templates, format_problem
 from oc_repl.protocols.terminus_parse import (
+    SPECS,
     Format,
     Parsed,
-    feedback_confirm,
-    feedback_length_overflow,
-    feedback_observation,
-    feedback_parse_error,
-    feedback_warnings,
+    feedback,
     limit_output,
     parse_json,
     parse_xml,
+    prompt_confirm,
+    prompt_length_overflow,
+    prompt_observation,
+    prompt_parse_error,
+    prompt_warnings,
     salvage_xml,
     strip_think,
 )
@@ -34,17 +37,22 @@ from oc_repl.sandbox.terminal import MAX_WAIT, Terminal, TmuxTerminal
 from oc_repl.types import Asset, Emit, Message, Reply, Request, Sandbox, Step, Task, approve
 
 Wait = Literal["detect", "exact"]
+PROMPT_FIELDS = ("instruction", "terminal_state")
 
 
 class TerminusProtocol:
     fmt: Format = "json"
     name = "terminus-json"
 
-    def __init__(self, wait: Wait = "detect", name: str | None = None) -> None:
+    def __init__(self, wait: Wait = "detect", name: str | None = None, exact: bool = False) -> None:
         self.name = name or type(self).name
         self.wait = wait
+        self.exact = exact  # upstream's own rules where the project otherwise deviates (think blocks, wording tests)
         template, self._asset = load_asset(self.name, "prompt.txt")
         self._template = template.decode("utf-8")
+        if why := format_problem(self._template, PROMPT_FIELDS):
+            raise UsageError(f"{self._asset.path}: {why}", hint="fix the file, or remove it to use the default")
+        self.m = Templates.load(self.name, "messages.toml", SPECS[self.fmt])
         self._parse = parse_json if self.fmt == "json" else parse_xml
         self._messages: list[Message] = []
         self._pending_completion = False
@@ -75,13 +83,16 @@ class TerminusProtocol:
                 self._terminal = TmuxTerminal(sandbox, cwd=cwd, socket=socket)
         return self._terminal
 
+    def _limit(self, text: str) -> str:
+        return limit_output(text, self.m)
+
     def first_message(self, task: Task, terminal_state: str) -> Message:
         """The filled template for a task, given the terminal as the model is first shown it."""
         content = self._template.format(instruction=task.instruction, terminal_state=terminal_state)
         return {"role": "user", "content": content}
 
     def _first_message(self, task: Task, sandbox: Sandbox | None) -> Message:
-        return self.first_message(task, limit_output(self._terminal_for(sandbox).incremental_output()))
+        return self.first_message(task, self._limit(self._terminal_for(sandbox).incremental_output()))
 
     def start(self, task: Task, sandbox: Sandbox | None = None) -> None:
         self.close()
@@ -97,7 +108,7 @@ class TerminusProtocol:
         return Request(messages=list(self._messages), options={})
 
     def assets(self) -> list[Asset]:
-        return [self._asset]
+        return [self._asset, *([self.m.asset] if self.m.asset else [])]
 
     def close(self) -> None:
         if self._terminal is not None:
@@ -108,30 +119,31 @@ class TerminusProtocol:
 
     def step(self, reply: Reply, sandbox: Sandbox, emit: Emit) -> Step:
         terminal = self._terminal_for(sandbox)
-        text = reply.content
+        # Under --exact the model's text is parsed as it came, as upstream does; see strip_think for why not otherwise.
+        text = reply.raw_content if self.exact else reply.content
         if reply.cut_off:
-            salvaged = salvage_xml(reply.raw_content or text) if self.fmt == "xml" else None
+            salvaged = salvage_xml(reply.raw_content or text, self.m, self.exact) if self.fmt == "xml" else None
             if salvaged is None:
                 return self._length_overflow(text, emit)
             # Upstream runs the rescued reply, and neither it nor the prompt before it reach the history.
             self._messages.pop()
-            parsed = self._parse(salvaged)
+            parsed = self._parse(salvaged, self.m)
         else:
             self._messages.append({"role": "assistant", "content": text})
-            parsed = self._parse(strip_think(text))
-        if parsed.error:
-            self._feedback(feedback_parse_error(parsed.error, parsed.warning, self.fmt), parsed.error, emit)
+            parsed = self._parse(text if self.exact else strip_think(text), self.m)
+        if self._is_parse_error(parsed):
+            self._feedback(prompt_parse_error(parsed, self.m), parsed.error or parsed.warning, emit)
             return Step(parse_error=True)
-        observation = limit_output(self._execute(parsed, terminal, sandbox, emit))
+        observation = self._limit(self._execute(parsed, terminal, sandbox, emit))
         if parsed.task_complete:
             if self._pending_completion:
                 return Step(done=True, final_answer=parsed.analysis or "Task marked complete.")
             self._pending_completion = True
-            self._messages.append({"role": "user", "content": feedback_confirm(observation, self.fmt)})
+            self._messages.append({"role": "user", "content": prompt_confirm(observation, self.m)})
         else:
             self._pending_completion = False
-            message = feedback_warnings(parsed.warning, observation) if parsed.warning else None
-            self._messages.append({"role": "user", "content": message or feedback_observation(observation)})
+            message = prompt_warnings(parsed, observation, self.m) if parsed.warning else None
+            self._messages.append({"role": "user", "content": message or prompt_observation(observation, self.m)})
         if not terminal.alive():  # upstream ends the episode once its terminal is gone
             return Step(done=True, final_answer="The terminal session ended.")
         keys = [c.keystrokes for c in parsed.commands]
@@ -171,14 +183,20 @@ class TerminusProtocol:
         )
         return observation
 
+    def _is_parse_error(self, parsed: Parsed) -> bool:
+        """Nothing runs when the reply could not be parsed. Upstream decides that by looking for its `ERROR:` marker
+        anywhere in the feedback, so a warning quoting the marker (an unknown field named `ERROR:`) also stops the
+        reply; --exact keeps that, otherwise only a real parse error does."""
+        return bool(parsed.error) or (self.exact and "ERROR:" in feedback(parsed, self.m))
+
     def _feedback(self, message: str, problem: str, emit: Emit) -> None:
         emit(ev.ItemCompleted(item=ev.ParseError(id=ev.new_id(), message=problem, feedback=message)))
         self._messages.append({"role": "user", "content": message})
 
     def _length_overflow(self, text: str, emit: Emit) -> Step:
         """None of the reply runs; upstream then asks again with the same error message, so it appears twice."""
-        warning = self._parse(strip_think(text)).warning
-        message = feedback_length_overflow(warning)
+        warning = self._parse(text if self.exact else strip_think(text), self.m).warning
+        message = prompt_length_overflow(warning, self.m)
         self._messages.append({"role": "assistant", "content": text})
         self._feedback(message, "the reply hit the output token limit; nothing ran", emit)
         self._messages.append({"role": "user", "content": message})

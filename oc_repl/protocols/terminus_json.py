@@ -3,7 +3,8 @@
 A reply is `{"analysis": str, "plan": str, "commands": [{"keystrokes": str, "duration": number}],
 "task_complete": bool}`. Parsing is lenient where the upstream parser is lenient (extra text, missing durations)
 and its quirks are kept on purpose: the brace scan treats a backslash as an escape even outside strings, the
-field order is checked on the raw object text, and unknown command fields are listed in set order.
+field order is checked on the raw object text, and unknown command fields are listed in set order. Every sentence
+comes from the protocol's templates (`terminus_parse.JSON_SPEC`).
 """
 
 from __future__ import annotations
@@ -13,42 +14,36 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from oc_repl.protocols.terminus_parse import (
-    Command,
-    Findings,
-    Parsed,
-    autocorrected,
-    concatenation_warning,
-    order_warning,
-)
+from oc_repl.protocols.templates import Templates
+from oc_repl.protocols.terminus_parse import Command, Findings, Parsed, autocorrected, order_warning
 
 REQUIRED = ("analysis", "plan", "commands")
 COMMAND_FIELDS = frozenset(("keystrokes", "duration"))
 
 
-def parse(response: str) -> Parsed:
-    first = _parse_once(response)
+def parse(response: str, m: Templates) -> Parsed:
+    first = _parse_once(response, m)
     if not first.error:
         return first
     # A repair counts only if the repaired reply parses without error; the first such repair wins.
     for name, repair in _REPAIRS:
-        repaired = repair(response, first.error)
+        repaired = repair(response, first)
         if repaired is not None:
-            second = _parse_once(repaired)
+            second = _parse_once(repaired, m)
             if not second.error:
-                return autocorrected(second, name)
+                return autocorrected(second, name, m)
     return first
 
 
-def _parse_once(response: str) -> Parsed:
-    found = Findings()
+def _parse_once(response: str, m: Templates) -> Parsed:
+    found = Findings(m)
     body = _first_object(response, found)
     if not body:
-        return found.failure("No valid JSON found in response")
+        return found.failure(found.error("json.error.no_json"))
     try:
         data = json.loads(body)
     except (ValueError, RecursionError) as exc:  # upstream catches only JSONDecodeError and would crash here
-        return found.failure(_invalid_json(exc, body))
+        return found.failure(_invalid_json(exc, body, found))
     error = _check_structure(data, body, found)
     if error:
         return found.failure(error)
@@ -57,7 +52,7 @@ def _parse_once(response: str) -> Parsed:
     notes = {"analysis": _text(data["analysis"]), "plan": _text(data["plan"])}
     if error and complete:
         # Once the model says it is done, a broken command only earns a warning: nothing runs, the claim stands.
-        found.add(error)
+        found.demote(error)
         return found.result([], True, **notes)
     if error:
         return found.failure(error)
@@ -84,42 +79,42 @@ def _first_object(response: str, found: Findings) -> str:
             depth -= 1
             if depth == 0 and start != -1:
                 if response[:start].strip():
-                    found.add("Extra text detected before JSON object")
+                    found.warn("json.warn.extra_before")
                 if response[i + 1 :].strip():
-                    found.add("Extra text detected after JSON object")
+                    found.warn("json.warn.extra_after")
                 return response[start : i + 1]
-    found.add("No valid JSON object found")
+    found.warn("json.warn.no_json_object")
     return ""
 
 
-def _invalid_json(exc: Exception, body: str) -> str:
+def _invalid_json(exc: Exception, body: str, found: Findings) -> str:
     if len(body) < 200:
-        return f"Invalid JSON: {exc} | Content: {body!r}"
-    return f"Invalid JSON: {exc} | Content preview: {body[:100]!r}..."
+        return found.error("json.error.invalid_json", exc=exc, content=repr(body))
+    return found.error("json.error.invalid_json_preview", exc=exc, preview=repr(body[:100]))
 
 
 def _check_structure(data: Any, body: str, found: Findings) -> str:
     if not isinstance(data, dict):
-        return "Response must be a JSON object"
+        return found.error("json.error.not_object")
     missing = [name for name in REQUIRED if name not in data]
     if missing:
-        return f"Missing required fields: {', '.join(missing)}"
+        return found.error("json.error.missing_fields", fields=", ".join(missing))
     for name in ("analysis", "plan"):
         if not isinstance(data[name], str):
-            found.add(f"Field '{name}' should be a string")
+            found.warn("json.warn.field_not_string", field=name)
     if not isinstance(data["commands"], list):
-        return "Field 'commands' must be an array"
+        return found.error("json.error.commands_not_array")
     _check_order(body, found)
     flag = data.get("task_complete")
     if flag is not None and not isinstance(flag, (bool, str)):
-        found.add("Field 'task_complete' should be a boolean or string")
+        found.warn("json.warn.task_complete_type")
     return ""
 
 
 def _check_order(body: str, found: Findings) -> None:
     """Warn when the keys are not written analysis, plan, commands; the first `"key":` anywhere counts."""
-    if warning := order_warning(body, REQUIRED, '"{name}"\\s*:', "Fields"):
-        found.add(warning)
+    if order := order_warning(body, REQUIRED, '"{name}"\\s*:'):
+        found.warn("json.warn.wrong_order", found=order[0], expected=order[1])
 
 
 def _is_complete(flag: Any) -> bool:
@@ -136,30 +131,30 @@ def _commands(items: list[Any], found: Findings) -> tuple[list[Command], str]:
     commands = []
     for number, item in enumerate(items, 1):
         if not isinstance(item, dict):
-            return [], f"Command {number} must be an object"
+            return [], found.error("json.error.command_not_object", i=number)
         if "keystrokes" not in item:
-            return [], f"Command {number} missing required 'keystrokes' field"
+            return [], found.error("json.error.command_missing_keystrokes", i=number)
         keystrokes = item["keystrokes"]
         if not isinstance(keystrokes, str):
-            return [], f"Command {number} 'keystrokes' must be a string"
+            return [], found.error("json.error.command_keystrokes_not_string", i=number)
         duration = _duration(item, number, found)
         # Set order, as upstream: with two or more unknown fields the listing order follows string hashing.
         unknown = set(item) - COMMAND_FIELDS
         if unknown:
-            found.add(f"Command {number}: Unknown fields: {', '.join(unknown)}")
+            found.warn("json.warn.command_unknown_fields", i=number, fields=", ".join(unknown))
         if number < len(items) and not keystrokes.endswith("\n"):
-            found.add(concatenation_warning(number))
+            found.warn("json.warn.command_concatenation", i=number)
         commands.append(Command(keystrokes, duration))
     return commands, ""
 
 
 def _duration(item: dict[str, Any], number: int, found: Findings) -> float:
     if "duration" not in item:
-        found.add(f"Command {number}: Missing duration field, using default 1.0")
+        found.warn("json.warn.command_missing_duration", i=number)
         return 1.0
     value = item["duration"]
     if not isinstance(value, (int, float)):  # true/false pass as numbers, as upstream
-        found.add(f"Command {number}: Invalid duration value, using default 1.0")
+        found.warn("json.warn.command_invalid_duration", i=number)
         return 1.0
     try:
         return float(value)
@@ -167,9 +162,9 @@ def _duration(item: dict[str, Any], number: int, found: Findings) -> float:
         return float("inf")
 
 
-def _close_braces(response: str, error: str) -> str | None:
+def _close_braces(response: str, first: Parsed) -> str | None:
     """Append as many `}` as the reply lacks, counting every brace, even those inside strings."""
-    if not any(hint in error for hint in ("Invalid JSON", "Expecting", "Unterminated", "No valid JSON found")):
+    if not _worth_closing(first):
         return None
     missing = response.count("{") - response.count("}")
     return response + "}" * missing if missing > 0 else None
@@ -179,7 +174,13 @@ def _close_braces(response: str, error: str) -> str | None:
 _FLAT_OBJECT = re.compile(r"\{[^{}]*(?:\{[^{}]*\}[^{}]*)*\}", re.DOTALL)
 
 
-def _extract_object(response: str, error: str) -> str | None:
+def _worth_closing(first: Parsed) -> bool:
+    """Upstream tries the brace repair when its error text holds one of a few phrases: those of the invalid-JSON
+    and no-JSON errors, or of a decoder message quoted in one. Told apart here by what happened, not by wording."""
+    return first.error_name in ("json.error.no_json", "json.error.invalid_json", "json.error.invalid_json_preview")
+
+
+def _extract_object(response: str, first: Parsed) -> str | None:
     """The first shallow object in the reply that is valid JSON on its own."""
     for candidate in _FLAT_OBJECT.findall(response):
         try:
@@ -190,7 +191,7 @@ def _extract_object(response: str, error: str) -> str | None:
     return None
 
 
-_REPAIRS: list[tuple[str, Callable[[str, str], str | None]]] = [
-    ("Fixed incomplete JSON by adding missing closing brace", _close_braces),
-    ("Extracted JSON from mixed content", _extract_object),
+_REPAIRS: list[tuple[str, Callable[[str, Parsed], str | None]]] = [
+    ("json.autofix.close_braces", _close_braces),
+    ("json.autofix.extract_object", _extract_object),
 ]

@@ -3,7 +3,8 @@
 A reply is `<response><analysis>…</analysis><plan>…</plan><commands><keystrokes duration="0.1">ls
 </keystrokes>…</commands><task_complete>true</task_complete></response>`. It is read with regular expressions,
 not an XML parser: keystrokes are taken verbatim (no entity decoding, no stripping), a missing `</response>` is
-tolerated, and lists built from sets keep set order as upstream does.
+tolerated, and lists built from sets keep set order as upstream does. Every sentence comes from the protocol's
+templates (`terminus_parse.XML_SPEC`).
 
 Upstream also declares one auto-fix (append `</response>`), but it fires only on an error text its parser never
 produces, so it never runs and is not reproduced.
@@ -13,18 +14,14 @@ from __future__ import annotations
 
 import re
 
-from oc_repl.protocols.terminus_parse import Command, Findings, Parsed, concatenation_warning, order_warning
+from oc_repl.protocols.templates import Templates
+from oc_repl.protocols.terminus_parse import Command, Findings, Parsed, order_warning
 
 REQUIRED = ("analysis", "plan", "commands")
 SECTIONS = (*REQUIRED, "task_complete")
 OPEN, CLOSE = "<response>", "</response>"
 
-EMPTY_COMMANDS = (
-    "Commands section is empty; not taking any action. If you want to wait a specific amount of time please use "
-    "`sleep`, but if you're waiting for a command to finish then continue to wait."
-)
 ENTITIES = (("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"), ("&quot;", '"'), ("&apos;", "'"))
-CRLF_TEXT = "Warning: \\r\\n line endings are not necessary - use \\n instead for simpler output"
 
 _COMPLETE = re.compile(r"<task_complete>\s*true\s*</task_complete>", re.IGNORECASE)
 _KEYSTROKES = re.compile(r"<keystrokes([^>]*)>(.*?)</keystrokes>", re.DOTALL)
@@ -34,12 +31,12 @@ _SINGLE_QUOTED = re.compile(r"(\w+)\s*=\s*'([^']*)'")
 _ATTRIBUTE = re.compile(r"(\w+)\s*=")
 
 
-def parse(response: str) -> Parsed:
-    found = Findings()
+def parse(response: str, m: Templates) -> Parsed:
+    found = Findings(m)
     _check_outside_text(response, found)
     body = _body(response)
     if not body:
-        return found.failure("No <response> tag found")
+        return found.failure(found.error("xml.error.no_response"))
     complete = _COMPLETE.search(body) is not None
     sections = _sections(body, found)
     notes = {"analysis": sections.get("analysis", ""), "plan": sections.get("plan", "")}
@@ -48,11 +45,11 @@ def parse(response: str) -> Parsed:
         return found.result(_commands(listing, found), complete, **notes)
     if "commands" in sections:
         if not complete:
-            found.add(EMPTY_COMMANDS)
+            found.warn("xml.warn.empty_commands")
         return found.result([], complete, **notes)
     if complete:
         return found.result([], True, **notes)
-    return found.failure("Missing <commands> section")
+    return found.failure(found.error("xml.error.missing_commands"))
 
 
 def _check_outside_text(response: str, found: Findings) -> None:
@@ -60,18 +57,15 @@ def _check_outside_text(response: str, found: Findings) -> None:
     if start == -1:
         return
     if response[:start].strip():
-        found.add("Extra text detected before <response> tag")
+        found.warn("xml.warn.extra_before")
     # The first closing tag anywhere, even one before the opening tag, as upstream looks for it.
     end = response.find(CLOSE)
     if end == -1 or not response[end + len(CLOSE) :].strip():
         return
-    found.add("Extra text detected after </response> tag")
+    found.warn("xml.warn.extra_after")
     blocks = response.count(OPEN)
     if blocks > 1:
-        found.add(
-            f"IMPORTANT: Only issue one <response> block at a time. You issued {blocks} and only the first was "
-            "executed."
-        )
+        found.warn("xml.warn.multiple_responses", count=blocks)
 
 
 def _body(response: str) -> str:
@@ -92,18 +86,15 @@ def _sections(body: str, found: Findings) -> dict[str, str]:
         elif re.search(f"<{name}\\s*/>", body):
             sections[name] = ""
     for name in set(REQUIRED) - set(sections):
-        found.add(f"Missing <{name}> section")
+        found.warn("xml.warn.missing_section", section=name)
     for tag in set(_top_level_tags(body)) - set(SECTIONS):
-        found.add(f"Unknown tag found: <{tag}>, expected analysis/plan/commands/task_complete")
+        found.warn("xml.warn.unknown_tag", name=tag)
     for name in SECTIONS:
         count = len(re.findall(f"<{name}(?:\\s|>|/>)", body))
         if count > 1 and name == "commands":
-            found.add(
-                f"IMPORTANT: Only issue one <commands> block at a time. You issued {count} and only the first was "
-                "executed."
-            )
+            found.warn("xml.warn.multiple_commands", count=count)
         elif count > 1:
-            found.add(f"Multiple <{name}> sections found")
+            found.warn("xml.warn.multiple_section", section=name)
     _check_order(body, found)
     return sections
 
@@ -136,8 +127,8 @@ def _top_level_tags(body: str) -> list[str]:
 
 
 def _check_order(body: str, found: Findings) -> None:
-    if warning := order_warning(body, REQUIRED, "<{name}(?:\\s|>|/>)", "Sections"):
-        found.add(warning)
+    if order := order_warning(body, REQUIRED, "<{name}(?:\\s|>|/>)"):
+        found.warn("xml.warn.wrong_order", found=order[0], expected=order[1])
 
 
 def _commands(listing: str, found: Findings) -> list[Command]:
@@ -147,36 +138,33 @@ def _commands(listing: str, found: Findings) -> list[Command]:
         _check_attributes(attributes, number, found)
         duration = _duration(attributes, number, found)
         if number < len(matches) and not keystrokes.endswith("\n"):
-            found.add(concatenation_warning(number))
+            found.warn("xml.warn.command_concatenation", i=number)
         commands.append(Command(keystrokes, duration))
     for entity, char in ENTITIES:
         if entity in listing:
-            found.add(
-                f"Warning: {entity} is read verbatim and not converted to {char}. NEVER USE {entity}, unless you "
-                "want these exact characters to appear directly in the output."
-            )
+            found.warn("xml.warn.entity", entity=entity, char=char)
     if "\\r\\n" in listing:  # the four characters a model writes when it escapes a line ending by hand
-        found.add(CRLF_TEXT)
+        found.warn("xml.warn.crlf")
     return commands
 
 
 def _duration(attributes: str, number: int, found: Findings) -> float:
     match = _DURATION.search(attributes)
     if not match:
-        found.add(f"Command {number}: Missing duration attribute, using default 1.0")
+        found.warn("xml.warn.command_missing_duration", i=number)
         return 1.0
     try:
         return float(match.group(1))
     except ValueError:
-        found.add(f"Command {number}: Invalid duration value '{match.group(1)}', using default 1.0")
+        found.warn("xml.warn.command_invalid_duration", i=number, value=match.group(1))
         return 1.0
 
 
 def _check_attributes(attributes: str, number: int, found: Findings) -> None:
     for name, value in _UNQUOTED.findall(attributes):
-        found.add(f"Command {number}: Attribute '{name}' value should be quoted: {name}=\"{value}\"")
+        found.warn("xml.warn.attribute_unquoted", i=number, name=name, value=value)
     for name, value in _SINGLE_QUOTED.findall(attributes):
-        found.add(f"Command {number}: Use double quotes for attribute '{name}': {name}=\"{value}\"")
+        found.warn("xml.warn.attribute_single_quotes", i=number, name=name, value=value)
     for name in _ATTRIBUTE.findall(attributes):
         if name != "duration":
-            found.add(f"Command {number}: Unknown attribute '{name}' - known attributes are: duration")
+            found.warn("xml.warn.attribute_unknown", i=number, name=name)
