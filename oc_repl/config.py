@@ -60,6 +60,36 @@ class RunSettings(BaseModel):
     transcript: Path | None = None
     json_output: bool = False
     yes: bool = False
+    exact: bool = False
+
+    def with_exact(self) -> RunSettings:
+        """The settings `--exact` runs with: every documented deviation from upstream turned off.
+
+        A deviation the user asked for by name (a flag, the environment or the config file) conflicts with `--exact`
+        and is refused rather than silently dropped or silently kept.
+        """
+        if not self.exact:
+            return self
+        wanted = dict(EXACT)
+        if self.protocol_kind() == "camel" and "max_turns" not in self.model_fields_set:
+            wanted["max_turns"] = CAMEL_TRAINING_TURNS
+        conflicts = [
+            f"--{key.replace('_', '-')} {getattr(self, key)}"
+            for key, value in {**wanted, **EXACT_FORBIDS}.items()
+            if key in self.model_fields_set and getattr(self, key) != value and getattr(self, key) is not None
+        ]
+        if conflicts:
+            raise UsageError(
+                f"--exact runs exactly as upstream, which rules out {', '.join(conflicts)}",
+                hint="drop those options, or drop --exact",
+            )
+        return self.model_copy(update=wanted)
+
+    def protocol_kind(self) -> str:
+        from oc_repl.protocols import manifests
+
+        manifest = manifests().get(self.protocol)
+        return manifest.kind if manifest else ""
 
     def sampling_options(self) -> dict[str, Any]:
         chosen = dict(SAMPLING_PRESETS[self.sampling])
@@ -68,6 +98,19 @@ class RunSettings(BaseModel):
                 chosen[key] = getattr(self, key)
         return chosen
 
+
+# What `--exact` sets: no observation cap, upstream's relative paths, the training sampling and history, upstream's
+# sleeps, no loop detection (upstream has none). Sampling overrides would change the preset, so they are refused.
+EXACT: dict[str, Any] = {
+    "observation_limit": 0,
+    "relative_paths": "root",
+    "sampling": "training",
+    "history": "training",
+    "wait": "exact",
+    "loop_limit": 0,
+}
+EXACT_FORBIDS: dict[str, Any] = {"temperature": None, "top_p": None, "max_tokens": None}
+CAMEL_TRAINING_TURNS = 10  # the episode length the checkpoint was trained with
 
 FILE_KEYS = set(RunSettings.model_fields) - {"json_output", "yes", "transcript", "task", "image", "keep"}
 
@@ -105,7 +148,8 @@ def load_file(path: Path | None, profile: str | None) -> dict[str, Any]:
 
 def validate(values: dict[str, Any]) -> RunSettings:
     try:
-        return RunSettings(**values)
+        settings = RunSettings(**values)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise UsageError(f"invalid settings: {problems}") from exc
+    return settings.with_exact()

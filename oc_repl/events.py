@@ -88,6 +88,7 @@ class ThreadStarted(_Model):
     sandbox: str
     api_base: str
     task_name: str = ""
+    exact: bool = False
     assets: list[AssetInfo] = []
     options: dict[str, Any] = {}
 

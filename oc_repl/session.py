@@ -161,7 +161,10 @@ class Session:
                 wait=s.wait,
                 system=s.system,
                 relative_paths=s.relative_paths,
+                exact=s.exact,
             )
+            if s.exact:
+                protocols.require_upstream(s.protocol, self.protocol.assets())
         return self.protocol
 
     def _for_agent(self, sandbox: Sandbox | None) -> Sandbox | None:
@@ -269,6 +272,7 @@ class Session:
             api_base=s.api_base,
             task_name=task.name,
             assets=[ev.AssetInfo(**vars(a)) for a in protocol.assets()],
+            exact=s.exact,
             options={
                 "sampling": s.sampling_options(),
                 "history": s.history,

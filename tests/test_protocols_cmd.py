@@ -244,7 +244,7 @@ def test_openclaw_sources_that_cannot_be_read(tmp_path):
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temp_file(tmp_path, monkeypatch):
-    from oc_repl import sync
+    from oc_repl.protocols import sync
 
     target = tmp_path / "a" / "prompt.txt"
     sync.write_atomic(target, b"old")
@@ -259,7 +259,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temp_file(tmp_path, monkeypat
 
 
 def test_github_addresses_become_raw_file_addresses():
-    from oc_repl.protocols.sync import raw_github_url
+    from oc_repl.protocols.sync.openclaw import raw_github_url
 
     raw = "https://raw.githubusercontent.com/Gen-Verse/OpenClaw-RL"
     assert raw_github_url("https://github.com/Gen-Verse/OpenClaw-RL") == f"{raw}/main/terminal-rl/agent/prompts.py"

@@ -79,6 +79,13 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--yes", "-y", is_flag=True, default=None, help="Consent to run model-chosen commands on this host."
         ),
+        click.option(
+            "--exact",
+            is_flag=True,
+            default=None,
+            help="Run exactly as the checkpoint was trained (camel) or evaluated (terminus): synced upstream assets "
+            "only, every deviation off (see `oc-repl protocols sync`).",
+        ),
         click.option("--profile", help="Profile from the config file."),
         click.option(
             "--config",
