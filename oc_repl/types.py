@@ -116,15 +116,14 @@ class Sandbox(Protocol):
 
 
 Emit = Callable[[Any], None]  # receives oc_repl.events objects
+# A model-chosen action (a command, keystrokes, input to a session, a file write) as the person watching allows it:
+# the action itself, an edited one, or None when refused. Handed to protocols beside `emit`; only the model's actions
+# go through it, never oc-repl's own plumbing.
+Approve = Callable[[str], "str | None"]
 
 
-def approve(sandbox: Any, action: str) -> str | None:
-    """A model-chosen action as the person watching allows it (possibly edited), or None when refused.
-
-    Sandboxes without an `approve` method (every driver; the shell wraps them when approval is on) allow all.
-    """
-    check = getattr(sandbox, "approve", None)
-    return check(action) if check else action
+def allow_all(action: str) -> str:
+    return action
 
 
 class AgentProtocol(Protocol):
@@ -134,6 +133,6 @@ class AgentProtocol(Protocol):
     def start(self, task: Task, sandbox: Sandbox | None = None) -> None: ...
     def continue_with(self, task: Task, sandbox: Sandbox | None = None) -> None: ...  # a follow-up in the conversation
     def request(self) -> Request: ...
-    def step(self, reply: Reply, sandbox: Sandbox, emit: Emit) -> Step: ...
+    def step(self, reply: Reply, sandbox: Sandbox, emit: Emit, approve: Approve = allow_all) -> Step: ...
     def assets(self) -> list[Asset]: ...
     def close(self) -> None: ...  # ends whatever the protocol left running in the sandbox
