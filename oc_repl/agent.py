@@ -8,7 +8,7 @@ from typing import Any
 
 from oc_repl import events as ev
 from oc_repl.errors import LoopDetected, OcReplError, SandboxError, ServerError, StopRun
-from oc_repl.types import AgentProtocol, Emit, Reply, Sandbox, Task
+from oc_repl.types import AgentProtocol, Approve, Emit, Reply, Sandbox, Task, allow_all
 
 
 class TurnCapReached(Exception):
@@ -32,6 +32,7 @@ class Agent:
     max_turns: int = 12
     loop_limit: int = 3  # identical turns in a row that count as a loop; 0 disables loop detection
     sampling: dict[str, Any] = field(default_factory=dict)
+    approve: Approve = allow_all  # asked before each model action runs (the shell's approval); plumbing never is
 
     def run(self, task: Task, follow_up: bool = False) -> Outcome:
         outcome = Outcome(status="error")
@@ -58,7 +59,7 @@ class Agent:
             outcome.turns = turn
             self.emit(ev.TurnStarted(turn=turn, max_turns=self.max_turns))
             reply = self._ask(turn)
-            step = self.protocol.step(reply, self.sandbox, self.emit)
+            step = self.protocol.step(reply, self.sandbox, self.emit, self.approve)
             self._turn_completed(turn, reply)
             if step.done:
                 outcome.status, outcome.final_answer = "done", step.final_answer

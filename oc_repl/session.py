@@ -15,7 +15,7 @@ from oc_repl.agent import Agent, Outcome
 from oc_repl.config import RunSettings
 from oc_repl.errors import OcReplError, SandboxError, UsageError
 from oc_repl.tasks.verify import Verifier
-from oc_repl.types import AgentProtocol, Sandbox, Task
+from oc_repl.types import AgentProtocol, Approve, Sandbox, Task, allow_all
 
 # The verifier decides the outcome whenever the loop ended in a state worth checking.
 VERIFIABLE = {"done", "turn_cap", "loop", "parse_errors"}
@@ -113,12 +113,12 @@ class TaskResult:
 class Session:
     """One conversation in one sandbox: what `oc-repl run` uses once and the interactive shell many times."""
 
-    def __init__(self, settings: RunSettings, emit: Callable[[Any], None], wrap_sandbox: Any = None) -> None:
+    def __init__(self, settings: RunSettings, emit: Callable[[Any], None], approve: Approve = allow_all) -> None:
         from oc_repl.client.chat import ChatClient
 
         self.settings = settings
         self.emit = emit
-        self.wrap_sandbox = wrap_sandbox  # e.g. the shell's per-command approval
+        self.approve = approve  # asked before each model action (the shell's approval); a hook like `emit`
         self.client = ChatClient(
             settings.api_base,
             settings.api_key,
@@ -133,7 +133,6 @@ class Session:
         self.verifier: Verifier | None = command_verifier(settings)
         self.thread_id = uuid.uuid4().hex[:12]
         self.tasks_run = 0  # in the current conversation
-        self._wrapped: tuple[Sandbox, Any] | None = None
 
     def _on_retry(self, message: str, attempt: int) -> None:
         total = self.settings.retries + 1
@@ -167,15 +166,6 @@ class Session:
                 protocols.require_upstream(s.protocol, self.protocol.assets())
         return self.protocol
 
-    def _for_agent(self, sandbox: Sandbox | None) -> Sandbox | None:
-        """The sandbox as the model's actions reach it: wrapped once (protocols keep their sessions per sandbox
-        object), while verifiers keep using the sandbox itself."""
-        if sandbox is None or self.wrap_sandbox is None:
-            return sandbox
-        if self._wrapped is None or self._wrapped[0] is not sandbox:
-            self._wrapped = (sandbox, self.wrap_sandbox(sandbox))
-        return self._wrapped[1]
-
     def new_conversation(self) -> None:
         if self.protocol is not None:
             with contextlib.suppress(SandboxError):
@@ -207,11 +197,12 @@ class Session:
             agent = Agent(
                 self.client,
                 protocol,
-                self._for_agent(sandbox),
+                sandbox,  # type: ignore[arg-type]  # raw needs none
                 self.emit,
                 max_turns=self.settings.max_turns,
                 loop_limit=self.settings.loop_limit,
                 sampling=self.settings.sampling_options(),
+                approve=self.approve,
             )
             outcome = agent.run(task, follow_up=self.tasks_run > 0)
             self.tasks_run += 1

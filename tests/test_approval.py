@@ -7,13 +7,14 @@ import shutil
 
 import pytest
 
-from oc_repl.cli.shell import ApprovingSandbox
 from oc_repl.config import validate
 from oc_repl.session import Session
 from tests.fakeserver import call_text
 
 
-def session_for(server, tmp_path, protocol: str, answers: list[str | None], asked: list[str]) -> Session:
+def session_for(
+    server, tmp_path, protocol: str, answers: list[str | None], asked: list[str], events: list | None = None
+) -> Session:
     settings = validate(
         {"api_base": server.url, "sandbox": f"local:{tmp_path / 'w'}", "yes": True, "protocol": protocol, "retries": 0}
     )
@@ -22,7 +23,11 @@ def session_for(server, tmp_path, protocol: str, answers: list[str | None], aske
         asked.append(action)
         return answers.pop(0) if answers else None
 
-    return Session(settings, lambda event: None, lambda box: ApprovingSandbox(box, ask, lambda: True))
+    return Session(settings, (events.append if events is not None else lambda event: None), ask)
+
+
+def completed_items(events: list) -> list:
+    return [e.item for e in events if e.type == "item.completed"]
 
 
 def test_camel_commands_inputs_and_writes_are_asked_and_refusals_reach_the_model(serve, tmp_path):
@@ -70,3 +75,42 @@ def test_terminus_keystrokes_are_asked_before_they_are_typed(serve, tmp_path):
     work = tmp_path / "w"
     assert not (work / "refused.txt").exists() and not (work / "edited.txt").exists()
     assert (work / "instead.txt").exists()
+
+
+def test_10_16_refusals_are_declined_and_edits_are_recorded_as_run(serve, tmp_path):
+    calls = [
+        ("shell_exec", {"id": "a", "command": "touch first.txt", "block": True, "timeout": None}),
+        ("shell_exec", {"id": "b", "command": "touch second.txt", "block": True, "timeout": None}),
+        ("shell_write_content_to_file", {"content": "x", "file_path": "third.txt"}),
+    ]
+    server = serve({"replies": [{"text": call_text(name, args)} for name, args in calls] + [{"text": "done"}]})
+    asked: list[str] = []
+    events: list = []
+    session = session_for(server, tmp_path, "camel-terminal-toolkit", [None, "touch edited.txt", None], asked, events)
+    try:
+        session.run("do things")
+    finally:
+        session.close()
+    items = completed_items(events)
+    commands = [i for i in items if i.type == "command_execution"]
+    assert [(i.command, i.status) for i in commands] == [
+        ("touch first.txt", "declined"),
+        ("touch edited.txt", "completed"),
+    ]
+    assert [i.status for i in items if i.type == "file_change"] == ["declined"]
+    work = tmp_path / "w"
+    assert (work / "edited.txt").exists() and not (work / "second.txt").exists()
+
+
+def test_10_14_only_the_models_actions_are_asked_about(serve, tmp_path, monkeypatch):
+    """The pty terminal starts its own shell in the sandbox: that is plumbing, never put to the person watching."""
+    monkeypatch.setenv("OC_REPL_TERMINAL", "pty")
+    reply = {"text": json.dumps({"analysis": "a", "plan": "p", "commands": [], "task_complete": True})}
+    server = serve({"replies": [reply, reply]})
+    asked: list[str] = []
+    session = session_for(server, tmp_path, "terminus-json", [], asked)
+    try:
+        result = session.run("nothing to do")
+    finally:
+        session.close()
+    assert result.status == "done" and asked == []

@@ -37,18 +37,10 @@ def _fail(exc: Any) -> NoReturn:
 # --- what the assets are and where they come from ------------------------------------------------------------------
 
 
-def upstream_sha256(protocol: str, filename: str) -> str:
-    """The published upstream hash (the protocol's manifest or its base's), else one a sync recorded."""
-    from oc_repl.protocols import manifests
-    from oc_repl.protocols.sync import recorded_sha256
+def registry_upstream_sha256(protocol: str, filename: str) -> str:
+    from oc_repl.protocols import upstream_sha256
 
-    found = manifests()
-    manifest = found.get(protocol)
-    base = found.get(manifest.base) if manifest else None
-    for candidate in (manifest, base):
-        if candidate is not None and candidate.upstream_sha256(filename):
-            return candidate.upstream_sha256(filename)
-    return recorded_sha256(base.name if base else protocol, filename)
+    return upstream_sha256(protocol, filename)
 
 
 def verdict(digest: str, upstream: str) -> str:
@@ -74,7 +66,7 @@ def resolve_asset(protocol: str, filename: str) -> dict[str, Any]:
     from oc_repl.protocols import asset_candidates
     from oc_repl.protocols.sync import sha256
 
-    upstream = upstream_sha256(protocol, filename)
+    upstream = registry_upstream_sha256(protocol, filename)
     for source, path in asset_candidates(protocol, filename):
         if path.is_file():
             digest = sha256(path.read_bytes())
@@ -198,7 +190,7 @@ def first_request(name: str, task: Any, system: str | None) -> tuple[list[dict],
 
 
 def _upstream_of(protocol: str, filename: str, digest: str) -> dict[str, str]:
-    upstream = upstream_sha256(protocol, filename)
+    upstream = registry_upstream_sha256(protocol, filename)
     return {"upstream_sha256": upstream, "upstream": verdict(digest, upstream)}
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shlex
 import shutil
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,35 +45,6 @@ def history_path() -> Path:
     return paths.state_dir() / "history"
 
 
-class CommandDeclined(Exception):
-    """The person at the keyboard said no; the model is told so as the tool's error."""
-
-
-class ApprovingSandbox:
-    """Asks before each model-chosen command, input or file write reaches the real sandbox, while the shell's
-    approval mode is `ask` (the mode is read at each action, so /approval takes effect at once)."""
-
-    def __init__(self, inner: Any, ask: Callable[[str], str | None], asking: Callable[[], bool]) -> None:
-        self._inner, self._ask, self._asking = inner, ask, asking
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def approve(self, action: str) -> str | None:
-        return self._ask(action) if self._asking() else action
-
-    def spawn(self, command: str, tty: bool = True, cwd: str | None = None, env: dict[str, str] | None = None) -> Any:
-        approved = self.approve(command)
-        if approved is None:
-            raise CommandDeclined("the user declined to run this command")
-        return self._inner.spawn(approved, tty=tty, cwd=cwd, env=env)
-
-    def write_file(self, path: str, data: bytes) -> None:
-        if self.approve(f"write {len(data)} bytes to {path}") is None:
-            raise CommandDeclined("the user declined this file write")
-        self._inner.write_file(path, data)
-
-
 class _SlashCompleter(Completer):
     def get_completions(self, document: Any, complete_event: Any) -> Any:
         text = document.text_before_cursor
@@ -113,7 +83,7 @@ class Shell:
         self.consented = settings.yes
         self.approval = self._default_approval(settings.sandbox)
         settings = settings.model_copy(update={"yes": True})
-        self.session = Session(settings, Fanout(self.transcript, self.renderer, self.status), self._wrap)
+        self.session = Session(settings, Fanout(self.transcript, self.renderer, self.status), self._approve)
         self.prompt = self._prompt_session()
         self.asker: PromptSession = PromptSession()  # approval answers stay out of the input history
 
@@ -149,19 +119,26 @@ class Shell:
             f" · verify {self.status.verify} · approval {self.approval}"
         )
 
-    def _wrap(self, sandbox: Any) -> Any:
-        return ApprovingSandbox(sandbox, self._ask, lambda: self.approval == "ask")
-
-    def _ask(self, what: str) -> str | None:
+    def _approve(self, what: str) -> str | None:
+        """The approval hook: in `ask` mode each model action waits for yes / no / edit / always. Ctrl-D refuses
+        (the model is told it was declined); Ctrl-C stops the turn like anywhere else."""
+        if self.approval != "ask":
+            return what
         self.console.print(Text("approve? ", style="bold yellow") + Text(sanitize(what), style="bold"))
-        answer = self.asker.prompt("[y]es / [n]o / [e]dit / [a]lways › ").strip().lower()
+        try:
+            answer = self.asker.prompt("[y]es / [n]o / [e]dit / [a]lways › ").strip().lower()
+        except EOFError:
+            return None
         if answer in ("y", "yes", ""):
             return what
         if answer in ("a", "always"):
             self.approval = "auto"
             return what
         if answer in ("e", "edit"):
-            return self.asker.prompt("edit › ", default=what) or None
+            try:
+                return self.asker.prompt("edit › ", default=what) or None
+            except EOFError:
+                return None
         return None
 
     # --- the loop ----------------------------------------------------------------------------------------------

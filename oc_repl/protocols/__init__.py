@@ -54,11 +54,14 @@ class Manifest:
     base: str  # the built-in protocol whose assets fill in what a user folder leaves out
     data: dict[str, Any]
 
-    def upstream_sha256(self, filename: str) -> str:
+    def entry(self, filename: str) -> dict[str, Any]:
         for asset in self.data.get("assets", []):
-            if asset.get("name") == filename:
-                return asset.get("upstream_sha256", "")
-        return ""
+            if isinstance(asset, dict) and asset.get("name") == filename:
+                return asset
+        return {}
+
+    def upstream_sha256(self, filename: str) -> str:
+        return self.entry(filename).get("upstream_sha256", "")
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -142,3 +145,51 @@ def create(name: str, **options: Any) -> AgentProtocol:
     accepted = inspect.signature(cls).parameters
     options["name"] = name
     return cls(**{k: v for k, v in options.items() if k in accepted and v is not None})
+
+
+def upstream_sha256(protocol: str, filename: str) -> str:
+    """The published upstream hash of an asset (its protocol's manifest, or its base's), else one a sync recorded."""
+    from oc_repl.protocols.sync import recorded_sha256
+
+    found = manifests()
+    manifest = found.get(protocol)
+    base = found.get(manifest.base) if manifest else None
+    for candidate in (manifest, base):
+        if candidate is not None and candidate.upstream_sha256(filename):
+            return candidate.upstream_sha256(filename)
+    return recorded_sha256(base.name if base else protocol, filename)
+
+
+def sync_source(protocol: str, filename: str) -> str:
+    """Which `protocols sync` source derives an asset ("" when upstream has none)."""
+    found = manifests()
+    manifest = found.get(protocol)
+    for candidate in (manifest, found.get(manifest.base) if manifest else None):
+        if candidate is not None and (source := candidate.entry(filename).get("sync")):
+            return source
+    return ""
+
+
+def require_upstream(protocol: str, assets: list[Asset]) -> None:
+    """`--exact`: every asset in use must be upstream's own, as synced and checked; otherwise a usage error naming
+    the command that fixes it."""
+    missing: dict[str, list[str]] = {}
+    for asset in assets:
+        expected = upstream_sha256(protocol, asset.name)
+        if asset.source == "upstream" and expected and asset.sha256 == expected:
+            continue
+        source = sync_source(protocol, asset.name)
+        why = "not synced" if asset.source == "built-in" else f"{asset.source} copy, sha256 {asset.sha256[:12]}"
+        missing.setdefault(source, []).append(f"{asset.name} ({why})")
+    if not missing:
+        return
+    fixes = {
+        "openclaw": "oc-repl protocols sync --openclaw-rl PATH (an OpenClaw-RL checkout)",
+        "": "a user override replaces it: remove it from ~/.config/oc-repl/protocols/",
+    }
+    listed = "; ".join(", ".join(names) for names in missing.values())
+    hints = sorted({fixes.get(source, f"oc-repl protocols sync --only {source}") for source in missing})
+    raise UsageError(
+        f"--exact runs protocol {protocol!r} only with upstream's own assets, and these are not: {listed}",
+        hint="run " + " and ".join(hints),
+    )

@@ -15,22 +15,48 @@ import copy
 import hashlib
 import itertools
 import json
+import re
+import secrets
 from dataclasses import replace
 from typing import Any, Literal
 
+from oc_repl.client.wire import parse_arguments, salvage_calls
 from oc_repl.errors import ParseErrorLimit, UsageError
 from oc_repl.events import CommandExecution, FileChange, FileUpdate, ItemCompleted, ItemStarted, ParseError, new_id
 from oc_repl.protocols import load_asset
-from oc_repl.protocols.camel_tools import OBSERVATION_LIMIT, CamelTerminalTools
-from oc_repl.types import Asset, Emit, Message, Reply, Request, Sandbox, Step, Task, ToolCall
+from oc_repl.protocols.camel_tools import (
+    OBSERVATION_LIMIT,
+    SIGNATURES,
+    TOOLKIT_NOTICES,
+    TOOLKIT_SPEC,
+    CamelTerminalTools,
+    ToolCallError,
+    ToolInterrupted,
+)
+from oc_repl.protocols.templates import Templates
+from oc_repl.types import Approve, Asset, Emit, Message, Reply, Request, Sandbox, Step, Task, ToolCall, allow_all
 
 NAME = "camel-terminal-toolkit"
 HISTORY_MODES = ("training", "camel-0.2.85", "full")
-
-TRUNCATED = (
-    "[TOOL_ERROR] reply cut off: the reply reached the token limit before it ended, so none of its tool calls "
-    "ran. Keep the reasoning short, and write long content to files in smaller pieces."
-)
+AGENT_SPEC = {
+    "tool_error": ("name", "type", "message"),
+    "unknown_tool": ("name",),
+    "parse_error": ("error", "content"),
+}
+NOTICES_SPEC = {
+    **TOOLKIT_NOTICES,
+    "cut_off": (),
+    "held_back": ("name",),
+    "not_a_call": ("reason", "content"),
+    "no_name": (),
+    "not_object": (),
+    "arguments_not_object": ("tool", "got"),
+    "unterminated": (),
+    "interrupted": ("name", "output"),
+}
+# The training harness's tool-call block, exactly: its parse-error check matched only this framing.
+_TRAINING_BLOCK = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.S)
+PARSE_ERROR_TOOL = "json_parse_error"  # the call the training harness put in the history for a block it could not read
 
 
 def task_message(task: Task) -> Message:
@@ -40,29 +66,6 @@ def task_message(task: Task) -> Message:
 def tool_responses(results: list[str]) -> str:
     """Tool results the way the Qwen3 template renders a run of tool messages inside one user turn."""
     return "\n".join(f"<tool_response>\n{result}\n</tool_response>" for result in results)
-
-
-def parse_error_text(block: str) -> str:
-    """What the model is told about a <tool_call> block whose JSON does not parse."""
-    body = block.strip().removeprefix("<tool_call>").removesuffix("</tool_call>").strip()
-    try:
-        parsed = json.loads(body)
-        reason = "the block is not a tool call"
-        if isinstance(parsed, dict) and "name" not in parsed:
-            reason = 'the JSON object has no "name"'
-        elif isinstance(parsed, dict):  # a readable call held back because a sibling in the same reply was not
-            return (
-                f"[TOOL_ERROR] {parsed['name']}: not run, because another tool call in the same reply could not be "
-                "read and none of the reply's calls ran. Send the calls again, each with valid JSON arguments."
-            )
-    except json.JSONDecodeError as exc:
-        reason = f"invalid JSON: {exc}"
-    return (
-        f"[TOOL_ERROR] tool call not understood ({reason}).\n"
-        'A tool call must be one JSON object: {"name": "<tool name>", "arguments": {...}}, with every quote, '
-        "backslash and newline inside its strings escaped.\n"
-        f"Start of the block (200 characters at most): {block[:200]}"
-    )
 
 
 def serialise_tools(tools: list[dict[str, Any]]) -> bytes:
@@ -114,6 +117,7 @@ class CamelProtocol:
         workdir: str | None = None,
         observation_limit: int = OBSERVATION_LIMIT,
         name: str = NAME,
+        exact: bool = False,
     ) -> None:
         self.name = name
         if history not in HISTORY_MODES:
@@ -128,12 +132,17 @@ class CamelProtocol:
         self.default_timeout = default_timeout
         self.workdir = workdir
         self.observation_limit = observation_limit
+        # as trained: the harness's rules for calls it cannot read, and no text of the project's own
+        self.exact = exact
         system, self._system_asset = load_asset(name, "system.txt")
         self._system = system.decode("utf-8")
         tools, self._tools_asset = load_asset(name, "tools.json")
         self._tools = load_tools(tools)
+        self.toolkit = Templates.load(name, "toolkit.toml", TOOLKIT_SPEC)
+        self.agent = Templates.load(name, "agent.toml", AGENT_SPEC)
+        self.notices = Templates.load(name, "notices.toml", NOTICES_SPEC)
         self._messages: list[Message] = []
-        self._results: list[str] = []  # training mode: the results since the last user message
+        self._results: list[tuple[str, str]] = []  # training mode: (call id, result) since the last message
         self._parse_errors = 0
         self._toolbox: CamelTerminalTools | None = None
         self._ids = itertools.count(1)
@@ -154,13 +163,13 @@ class CamelProtocol:
         self._parse_errors = 0
 
     def request(self) -> Request:
-        messages = list(self._messages)
-        if self._results:
-            messages.append({"role": "user", "content": tool_responses(self._results)})
-        return Request(messages=messages, options={"tools": self._tools, "tool_choice": "auto"})
+        return Request(messages=self._messages + self._pending(), options={"tools": self._tools, "tool_choice": "auto"})
 
     def assets(self) -> list[Asset]:
-        return [copy.copy(self._system_asset), copy.copy(self._tools_asset)]
+        found = [self._system_asset, self._tools_asset, self.toolkit.asset, self.agent.asset]
+        if not self.exact:  # --exact never words anything itself (a declined action aside, see the README)
+            found.append(self.notices.asset)
+        return [copy.copy(asset) for asset in found if asset is not None]
 
     def close(self) -> None:
         """Kill the sessions the model started (the loop's caller does this when the conversation ends)."""
@@ -169,56 +178,150 @@ class CamelProtocol:
 
     # --- one turn -----------------------------------------------------------------------------------------------
 
-    def step(self, reply: Reply, sandbox: Sandbox, emit: Emit) -> Step:
-        if reply.cut_off:
-            calls: list[ToolCall] = []
-            feedback = [TRUNCATED]
+    def step(self, reply: Reply, sandbox: Sandbox, emit: Emit, approve: Approve = allow_all) -> Step:
+        if self.exact:
+            calls, unreadable = self._training_calls(reply)
+            if unreadable is not None:
+                self._training_parse_error(*unreadable, emit)
+                return Step(parse_error=True)
+            feedback: list[str] = []
         else:
-            calls = list(reply.tool_calls)
-            feedback = [parse_error_text(block) for block in reply.malformed_calls]
-        for text in feedback:
-            self._report_parse_error(text, emit)
-        if feedback:  # the limit counts replies, as training did: one unreadable reply is one strike
-            self._count_parse_error()
+            calls, feedback = self._calls_and_feedback(reply)
+            for text in feedback:
+                emit(ItemCompleted(item=ParseError(id=new_id(), message=text.split("\n", 1)[0], feedback=text)))
+            if feedback:  # the limit counts replies, as training did: one unreadable reply is one strike
+                self._count_parse_error()
         if not calls and not feedback:
             self._flush_results()
             self._messages.append({"role": "assistant", "content": reply.content})
             return Step(done=True, final_answer=reply.content)
         tools = self._tools_for(sandbox)
         calls = [call if call.id else replace(call, id=f"call_{next(self._ids)}") for call in calls]
-        results = [self._run(call, tools, emit) for call in calls]
+        results: list[str] = []
+        try:
+            for call in calls:
+                results.append(self._run(call, tools, emit, approve))
+        except ToolInterrupted as exc:  # the user stopped a call: the model learns what it printed, then the turn ends
+            name = calls[len(results)].name
+            results.append(
+                exc.output if self.exact else self.notices.render("interrupted", name=name, output=exc.output)
+            )
+            self._record(reply, calls[: len(results)], results, feedback)
+            raise KeyboardInterrupt from None
         self._record(reply, calls, results, feedback)
         payload = [[call.name, call.arguments, result] for call, result in zip(calls, results, strict=True)] + feedback
         fingerprint = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
         return Step(parse_error=bool(feedback), fingerprint=fingerprint)
+
+    def _calls_and_feedback(self, reply: Reply) -> tuple[list[ToolCall], list[str]]:
+        """The calls to run and what the model is told about the ones that cannot run (the project's rules)."""
+        if reply.cut_off:
+            return [], [self.notices.render("cut_off")]
+        reasons = [self._unreadable(block) for block in reply.malformed_calls]
+        broken = any(reason is not None for reason in reasons)
+        feedback = []
+        for block, reason in zip(reply.malformed_calls, reasons, strict=True):
+            if reason is not None:
+                feedback.append(reason)
+            elif broken:  # readable, but a sibling in the same reply was not, and none of the reply's calls ran
+                feedback.append(self.notices.render("held_back", name=_call_name(block)))
+        return list(reply.tool_calls), feedback
+
+    def _unreadable(self, block: str) -> str | None:
+        """Why a <tool_call> block cannot run, as the model is told it; None when it is a readable call."""
+        body = block.strip().removeprefix("<tool_call>")
+        if not body.rstrip().endswith("</tool_call>"):
+            return self._not_a_call("unterminated", block)
+        body = body.rstrip().removesuffix("</tool_call>").strip()
+        try:
+            parsed = json.loads(body)
+        except json.JSONDecodeError as exc:
+            return self.agent.render("parse_error", error=exc, content=body[:200])
+        except RecursionError:
+            return self._not_a_call("not_object", block)
+        if not isinstance(parsed, dict):
+            return self._not_a_call("not_object", block)
+        if not isinstance(parsed.get("name"), str) or not parsed["name"]:
+            return self._not_a_call("no_name", block)
+        arguments = parsed["arguments"] if "arguments" in parsed else parsed.get("parameters", {})
+        if arguments is not None and parse_arguments(arguments) is None:
+            return self._not_a_call("arguments_not_object", block, tool=parsed["name"], got=_json_kind(arguments))
+        return None
+
+    def _not_a_call(self, why: str, block: str, **fields: str) -> str:
+        reason = self.notices.render(why, **fields)
+        return self.notices.render("not_a_call", reason=reason, content=block[:200])
+
+    def _training_calls(self, reply: Reply) -> tuple[list[ToolCall], tuple[str, str] | None]:
+        """The calls as training ran them, or the error and text of the block its harness reported.
+
+        sglang's qwen25 parser ran every complete block whose name is a tool (unknown names were dropped), also in
+        a reply cut by the token limit; the harness looked for an unreadable block only when no call was parsed,
+        reported the first one, and a reply with neither ended the episode.
+        """
+        calls = list(reply.tool_calls)
+        if reply.truncated:  # the client holds back a cut reply's calls; training ran the complete ones
+            calls += salvage_calls("\n".join(reply.malformed_calls))[0]
+        calls = [call for call in calls if call.name in SIGNATURES]
+        if calls:
+            return calls, None
+        for match in _TRAINING_BLOCK.finditer(reply.raw_content):
+            try:
+                json.loads(match.group(1).strip())
+            except (json.JSONDecodeError, RecursionError) as exc:
+                return [], (str(exc), match.group(1))
+        return [], None
+
+    def _training_parse_error(self, error: str, block: str, emit: Emit) -> None:
+        """As the training harness answered an unreadable block: a call of its own naming the block, and its result."""
+        text = self.agent.render("parse_error", error=error, content=block[:200])
+        emit(ItemCompleted(item=ParseError(id=new_id(), message=error, feedback=text)))
+        self._count_parse_error()
+        call_id = f"error_{secrets.token_hex(4)}"
+        arguments = json.dumps({"raw_content": block[:200], "error": error}, ensure_ascii=False)
+        self._flush_results()
+        self._messages.append(
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"id": call_id, "type": "function", "function": {"name": PARSE_ERROR_TOOL, "arguments": arguments}}
+                ],
+            }
+        )
+        self._results.append((call_id, text))
 
     def _tools_for(self, sandbox: Sandbox) -> CamelTerminalTools:
         if self._toolbox is None or self._toolbox.sandbox is not sandbox:
             self.close()
             self._toolbox = CamelTerminalTools(
                 sandbox,
+                self.toolkit,
+                self.notices,
                 workdir=self.workdir,
                 default_timeout=self.default_timeout,
                 relative_paths=self.relative_paths,
                 observation_limit=self.observation_limit,
+                exact=self.exact,
             )
         return self._toolbox
-
-    def _report_parse_error(self, feedback: str, emit: Emit) -> None:
-        message = "reply cut off at the token limit" if feedback is TRUNCATED else feedback.split("\n", 1)[0]
-        emit(ItemCompleted(item=ParseError(id=self._item_id(), message=message, feedback=feedback)))
 
     def _count_parse_error(self) -> None:
         self._parse_errors += 1
         if self._parse_errors >= self.parse_error_limit:
             raise ParseErrorLimit(f"{self._parse_errors} replies could not be parsed in this task")
 
-    def _run(self, call: ToolCall, tools: CamelTerminalTools, emit: Emit) -> str:
-        item_id = self._item_id()
-        path = call.arguments.get("file_path") if isinstance(call.arguments, dict) else None
+    def _run(self, call: ToolCall, tools: CamelTerminalTools, emit: Emit, approve: Approve) -> str:
+        item_id = new_id()
+        args = call.arguments if isinstance(call.arguments, dict) else {}
+        path = args.get("file_path")
         if call.name == "shell_write_content_to_file" and isinstance(path, str):
             emit(ItemStarted(item=FileChange(id=item_id, changes=[FileUpdate(path=path)], status="in_progress")))
-            result = tools.call(call.name, call.arguments)
+            result = self._call(call, tools, approve)
+            if result is None or isinstance(result, str):
+                text = result or ""
+                emit(ItemCompleted(item=FileChange(id=item_id, changes=[FileUpdate(path=path)], status="failed")))
+                return text
             kind = "add" if result.created else "update"
             status = result.status if result.status in ("failed", "declined") else "completed"
             change = FileUpdate(path=result.path or path, kind=kind)
@@ -226,21 +329,36 @@ class CamelProtocol:
             return result.text
         command = _describe(call)
         emit(ItemStarted(item=CommandExecution(id=item_id, tool=call.name, command=command)))
-        result = tools.call(call.name, call.arguments)
-        item = CommandExecution(
-            id=item_id,
-            tool=call.name,
-            command=command,
-            aggregated_output=result.text,
-            exit_code=result.exit_code,
-            status=result.status,
-        )
+        result = self._call(call, tools, approve)
+        if isinstance(result, str):
+            item = CommandExecution(id=item_id, tool=call.name, command=command, aggregated_output=result)
+            item.status = "failed"
+        else:
+            shown = result.command if result.command and call.name == "shell_exec" else command
+            item = CommandExecution(
+                id=item_id,
+                tool=call.name,
+                command=shown,
+                aggregated_output=result.text,
+                exit_code=result.exit_code,
+                status=result.status,
+            )
         emit(ItemCompleted(item=item))
-        return result.text
+        return item.aggregated_output
+
+    def _call(self, call: ToolCall, tools: CamelTerminalTools, approve: Approve) -> Any:
+        """The tool's result, or the harness's error text when the call itself cannot be made."""
+        if call.name not in SIGNATURES:
+            return self.agent.render("unknown_tool", name=call.name)
+        try:
+            return tools.call(call.name, call.arguments, approve)
+        except ToolCallError as exc:
+            return self.agent.render("tool_error", name=call.name, type=exc.type_name, message=exc.message)
 
     def _record(self, reply: Reply, calls: list[ToolCall], results: list[str], feedback: list[str]) -> None:
         if self.history == "training":
-            self._results.extend(results + feedback)
+            self._results.extend([(call.id, result) for call, result in zip(calls, results, strict=True)])
+            self._results.extend(("", text) for text in feedback)
             return
         if self.history == "camel-0.2.85":
             for call, result in zip(calls, results, strict=True):
@@ -256,10 +374,29 @@ class CamelProtocol:
         if feedback:
             self._messages.append({"role": "user", "content": tool_responses(feedback)})
 
-    def _flush_results(self) -> None:
-        if self._results:
-            self._messages.append({"role": "user", "content": tool_responses(self._results)})
-            self._results = []
+    def _pending(self) -> list[Message]:
+        """The results not yet followed by another message. After an assistant tool call they go as tool messages;
+        otherwise as one user message of `<tool_response>` blocks, the same tokens under the Qwen3 template, which
+        servers accept where a tool message with no call before it would be refused."""
+        if not self._results:
+            return []
+        if self._messages and self._messages[-1].get("tool_calls"):
+            return [{"role": "tool", "tool_call_id": call_id, "content": text} for call_id, text in self._results]
+        return [{"role": "user", "content": tool_responses([text for _, text in self._results])}]
 
-    def _item_id(self) -> str:
-        return new_id()
+    def _flush_results(self) -> None:
+        self._messages.extend(self._pending())
+        self._results = []
+
+
+def _call_name(block: str) -> str:
+    try:
+        return str(json.loads(block.strip().removeprefix("<tool_call>").removesuffix("</tool_call>"))["name"])
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return "tool call"
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else f"{type(value).__name__}"

@@ -1,7 +1,9 @@
 """The four camel terminal tools over any Sandbox, with the semantics of camel's docker backend as trained.
 
-Markers quoted in the reference (`--- SESSION COMPLETED ---` and friends, the no-output line) are exact; the other
-status lines are worded here.
+Every text the tools answer with is a template (toolkit.toml, `TOOLKIT_SPEC`): the built-in wording is the project's
+own around the markers the reference quotes, and `oc-repl protocols sync` derives camel-ai 0.2.90's exact texts.
+What a tool call raises (`ToolCallError`) is what upstream's bound method would raise; the protocol words it as the
+training harness did.
 """
 
 from __future__ import annotations
@@ -15,27 +17,46 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from oc_repl.errors import SandboxError, SandboxLost
+from oc_repl.protocols.templates import Templates
 from oc_repl.sandbox.text import terminal_text
-from oc_repl.types import Process, Sandbox, approve
+from oc_repl.types import Approve, Process, Sandbox, allow_all
 
-NO_OUTPUT = "Command executed successfully (no output)."
-COMPLETED = "--- SESSION COMPLETED ---"
-TERMINATED = "--- SESSION TERMINATED ---"
-TERMINATED_EMPTY = "--- SESSION TERMINATED (no new output) ---"
-IDLE = (
-    "[No new output]\n"
-    "The session is running but has printed nothing new. You could:\n"
-    "  - interactive program: send it input with shell_write_to_process()\n"
-    "  - long task: look again later (not too often)"
-)
-STILL_RUNNING = (
-    "[Still running]\n"
-    "The command has not finished yet; look again later for its output.\n"
-    "shell_kill_process() stops it if needed."
-)
-STILL_PRINTING = (
-    "\n--- WARNING: the process was still printing when the wait ended. Give it time before sending the next input. ---"
-)
+# The templates the tools answer with (toolkit.toml), and the fields each may use.
+TOOLKIT_SPEC: dict[str, tuple[str, ...]] = {
+    "qualname": ("tool",),
+    "exec.no_output": (),
+    "exec.timeout": ("id", "timeout"),
+    "exec.session_started": ("id",),
+    "exec.already_running": ("id",),
+    "exec.error": ("error",),
+    "exec.start_error": ("error",),
+    "view.unknown": ("id",),
+    "view.idle": (),
+    "view.still_running": (),
+    "view.completed": ("output",),
+    "view.failed": ("error",),
+    "view.terminated": ("output",),
+    "view.terminated_empty": (),
+    "write.unknown": ("id",),
+    "write.no_output": ("id",),
+    "write.error": ("id", "error"),
+    "collect.terminated": ("output",),
+    "collect.still_outputting": ("output",),
+    "file.ok": ("file_path",),
+    "file.error": ("file_path", "error"),
+    "wrapper.timeout": ("function", "timeout"),
+    "typeerror.missing_one": ("tool", "names"),
+    "typeerror.missing_many": ("tool", "count", "names"),
+    "typeerror.unexpected": ("tool", "name"),
+}
+# The tools' own notices for what upstream never says (notices.toml holds them beside the protocol's).
+TOOLKIT_NOTICES: dict[str, tuple[str, ...]] = {
+    "declined": ("name",),
+    "observation_cut": ("kept", "omitted"),
+    "arguments_not_object": ("tool", "got"),
+    "wrong_type": ("tool", "name", "expected", "got"),
+    "blocking_session_input": ("id",),
+}
 
 # Collecting the answer to an input: done after IDLE_S without new output, or after at most MAX_S.
 IDLE_S, MAX_S = 0.5, 5.0
@@ -47,11 +68,28 @@ _POLL_S = 0.05
 OBSERVATION_LIMIT = 16384
 
 
-def cap_text(text: str, limit: int) -> str:
+class ToolCallError(Exception):
+    """What calling upstream's method would have raised (a TypeError for bad arguments): `type_name` and the message."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(message)
+        self.type_name, self.message = type_name, message
+
+
+class ToolInterrupted(KeyboardInterrupt):
+    """The user stopped a call half-way; `output` is what it printed until then, as the tool would show it."""
+
+    def __init__(self, output: str) -> None:
+        super().__init__(output)
+        self.output = output
+
+
+def cap_text(text: str, limit: int, notices: Templates) -> str:
     if limit <= 0 or len(text) <= limit:
         return text
     half = limit // 2
-    return f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted ...]\n{text[-half:]}"
+    marker = notices.render("observation_cut", kept=2 * half, omitted=len(text) - 2 * half)
+    return f"{text[:half]}{marker}{text[-half:]}"
 
 
 # tool -> parameter -> (JSON types accepted, may be left out). Leaving out an optional parameter means its default;
@@ -76,6 +114,7 @@ class ToolResult:
     exit_code: int | None = None  # known for finished blocking commands; never shown to the model
     path: str = ""  # the file written, for file changes
     created: bool = False
+    command: str = ""  # the action as it ran, after the person watching edited it
 
 
 @dataclass
@@ -96,23 +135,36 @@ def _json_type(value: Any) -> str:
     return {str: "string", list: "array", dict: "object"}.get(type(value), type(value).__name__)
 
 
-def check_arguments(name: str, arguments: Any) -> None:
-    """Raise TypeError, worded like Python's own, for missing, unexpected or mistyped arguments."""
+def _names(keys: list[str]) -> str:
+    """Parameter names listed the way Python's own TypeError lists them."""
+    quoted = [f"'{key}'" for key in keys]
+    if len(quoted) <= 2:
+        return " and ".join(quoted)
+    return ", ".join(quoted[:-1]) + ", and " + quoted[-1]
+
+
+def check_arguments(name: str, arguments: Any, m: Templates, notices: Templates) -> None:
+    """Raise ToolCallError for missing, unexpected or mistyped arguments, as calling the method would."""
+    tool = m.render("qualname", tool=name)
     if not isinstance(arguments, dict):
-        raise TypeError(f"{name}() arguments must be a JSON object, not {_json_type(arguments)}")
+        raise ToolCallError("TypeError", notices.render("arguments_not_object", tool=tool, got=_json_type(arguments)))
     params = SIGNATURES[name]
     for key in arguments:
         if key not in params:
-            raise TypeError(f"{name}() got an unexpected keyword argument '{key}'")
+            raise ToolCallError("TypeError", m.render("typeerror.unexpected", tool=tool, name=key))
     missing = [key for key, (_, optional) in params.items() if not optional and key not in arguments]
+    if len(missing) == 1:
+        raise ToolCallError("TypeError", m.render("typeerror.missing_one", tool=tool, names=_names(missing)))
     if missing:
-        plural = "s" if len(missing) > 1 else ""
-        names = " and ".join(f"'{key}'" for key in missing)
-        raise TypeError(f"{name}() missing {len(missing)} required positional argument{plural}: {names}")
+        text = m.render("typeerror.missing_many", tool=tool, count=len(missing), names=_names(missing))
+        raise ToolCallError("TypeError", text)
     for key, value in arguments.items():
         accepted = params[key][0].split("|")
         if _json_type(value) not in accepted:
-            raise TypeError(f"{name}() argument '{key}' must be {' or '.join(accepted)}, not {_json_type(value)}")
+            text = notices.render(
+                "wrong_type", tool=tool, name=key, expected=" or ".join(accepted), got=_json_type(value)
+            )
+            raise ToolCallError("TypeError", text)
 
 
 class CamelTerminalTools:
@@ -121,38 +173,50 @@ class CamelTerminalTools:
     def __init__(
         self,
         sandbox: Sandbox,
+        m: Templates,
+        notices: Templates,
         *,
         workdir: str | None = None,
         default_timeout: float = 20.0,
         relative_paths: Literal["workdir", "root"] = "workdir",
         observation_limit: int = OBSERVATION_LIMIT,
+        exact: bool = False,
     ) -> None:
         self.sandbox = sandbox
+        self.m, self.notices = m, notices
         self.observation_limit = observation_limit
         self.workdir = workdir or sandbox.workdir
         self.default_timeout = default_timeout
         self.relative_paths = relative_paths
+        self.exact = exact
         self._sessions: dict[str, _Session] = {}
         self._replaced: list[Process] = []  # sessions whose id was reused: out of reach, still ours to stop
         self._workdir_ready = False
+        self._approve: Approve = allow_all
 
-    def call(self, name: str, arguments: Any) -> ToolResult:
-        """Run one tool call; every failure comes back as text for the model."""
-        if name not in SIGNATURES:
-            return ToolResult(f"[TOOL_ERROR] unknown tool: {name}", "failed")
+    def call(self, name: str, arguments: Any, approve: Approve = allow_all) -> ToolResult:
+        """Run one known tool; bad arguments raise ToolCallError, everything else comes back as text."""
+        check_arguments(name, arguments, self.m, self.notices)
+        self._approve = approve
         try:
-            check_arguments(name, arguments)
             result = getattr(self, name)(**arguments)
         except SandboxLost:
             raise  # not the model's doing: the run ends with a sandbox error
-        except Exception as exc:
-            return ToolResult(f"[TOOL_ERROR] {name}: {type(exc).__name__}: {exc}", "failed")
-        result.text = cap_text(result.text, self.observation_limit)
+        finally:
+            self._approve = allow_all
+        result.text = cap_text(result.text, self.observation_limit, self.notices)
         return result
+
+    def _allowed(self, name: str, action: str) -> str | None:
+        return self._approve(action)
 
     # --- the tools ----------------------------------------------------------------------------------------------
 
     def shell_exec(self, id: str, command: str, block: bool | None = True, timeout: float | None = None) -> ToolResult:
+        approved = self._allowed("shell_exec", command)
+        if approved is None:
+            return ToolResult(self.notices.render("declined", name="shell_exec"), "declined", command=command)
+        command = approved
         self._ensure_workdir()
         if not block:
             return self._start_session(id, command)
@@ -161,54 +225,54 @@ class CamelTerminalTools:
         proc = self.sandbox.spawn(command, tty=False, cwd=self.workdir)
         try:
             finished = proc.wait(limit)
-        except KeyboardInterrupt:  # the user stopped the turn: the command goes with it
+        except KeyboardInterrupt:  # the user stopped the turn: the command goes with it, its output is kept
             proc.kill()
-            raise
+            raise ToolInterrupted(self._blocking_text(proc.read_available())) from None
         if not finished:
             if proc.alive():
                 self._register(id, _Session(proc, overran=True))
-                return ToolResult(
-                    f"The command did not finish within {limit:g} seconds. It keeps running in the background as "
-                    f"session '{id}'.\n\nYou can use:\n"
-                    f"  - shell_view('{id}') - see its output\n"
-                    f"  - shell_kill_process('{id}') - stop it",
-                    "timed_out",
-                )
+                text = self.m.render("exec.timeout", id=id, timeout=f"{limit:g}")
+                return ToolResult(text, "timed_out", command=command)
             proc.wait(1.0)  # it ended right at the deadline: let its output drain
-        data = proc.read_available()
+        return ToolResult(self._blocking_text(proc.read_available()), exit_code=proc.exit_code, command=command)
+
+    def _blocking_text(self, data: bytes) -> str:
         # upstream judged emptiness on the decoded text, before any conversion
-        text = terminal_text(data) if data.decode("utf-8", errors="ignore").strip() else NO_OUTPUT
-        return ToolResult(text, exit_code=proc.exit_code)
+        if data.decode("utf-8", errors="ignore").strip():
+            return terminal_text(data)
+        return self.m.render("exec.no_output")
 
     def shell_view(self, id: str) -> ToolResult:
         session = self._sessions.get(id)
         if session is None:
-            return ToolResult(f"Error: there is no session with id '{id}'.", "failed")
+            return ToolResult(self.m.render("view.unknown", id=id), "failed")
         return ToolResult(self._view(session))
 
     def shell_write_to_process(self, id: str, command: str) -> ToolResult:
         session = self._sessions.get(id)
         if session is None or session.ended or not session.proc.alive():
-            return ToolResult(f"Error: there is no running non-blocking session with id '{id}'.", "failed")
+            return ToolResult(self.m.render("write.unknown", id=id), "failed")
         if session.overran:
-            return ToolResult(
-                f"Error: session '{id}' is a blocking command that outran its timeout; it takes no input.", "failed"
-            )
-        approved = approve(self.sandbox, f"[input to session {id}] {command}")
+            return ToolResult(self.notices.render("blocking_session_input", id=id), "failed")
+        approved = self._allowed("shell_write_to_process", f"[input to session {id}] {command}")
         if approved is None:
-            return ToolResult(f"Error: the user declined to send this input to session '{id}'.", "declined")
+            text = self.notices.render("declined", name="shell_write_to_process")
+            return ToolResult(text, "declined", command=command)
         command = approved.removeprefix(f"[input to session {id}] ")
         self._collect(session, DRAIN_IDLE_S, DRAIN_MAX_S)
         try:
-            session.proc.write((command + "\n").encode())
+            session.proc.write((command + "\n").encode("utf-8", "surrogateescape"))
         except SandboxError as exc:
-            return ToolResult(f"Error: could not write to session '{id}': {exc}", "failed")
+            return ToolResult(self.m.render("write.error", id=id, error=exc), "failed", command=command)
         output = self._collect(session, IDLE_S, MAX_S)
         if not output.strip():
-            return ToolResult(f"Input sent to session '{id}'; nothing was printed back.")
-        return ToolResult(output)
+            return ToolResult(self.m.render("write.no_output", id=id), command=command)
+        return ToolResult(output, command=command)
 
     def shell_write_content_to_file(self, content: str, file_path: str) -> ToolResult:
+        if self._allowed("shell_write_content_to_file", f"write {len(content)} characters to {file_path}") is None:
+            text = self.notices.render("declined", name="shell_write_content_to_file")
+            return ToolResult(text, "declined", path=file_path)
         self._ensure_workdir()
         if posixpath.isabs(file_path):
             target = file_path
@@ -216,15 +280,17 @@ class CamelTerminalTools:
             target = posixpath.join("/", file_path)
             failure = self._prepare_like_upstream(file_path, target)
             if failure:
-                return ToolResult(f"Error writing to file '{file_path}': {failure}", "failed", path=target)
+                return ToolResult(
+                    self.m.render("file.error", file_path=file_path, error=failure), "failed", path=target
+                )
         else:
             target = posixpath.join(self.workdir, file_path)
         created = not self._test("-e", target)
         try:
-            self.sandbox.write_file(target, content.encode("utf-8"))
+            self.sandbox.write_file(target, content.encode("utf-8", "surrogateescape"))
         except SandboxError as exc:
-            return ToolResult(f"Error writing to file '{file_path}': {exc}", "failed", path=target)
-        return ToolResult(f"Content written to '{file_path}'.", path=target, created=created)
+            return ToolResult(self.m.render("file.error", file_path=file_path, error=exc), "failed", path=target)
+        return ToolResult(self.m.render("file.ok", file_path=file_path), path=target, created=created)
 
     def close_sessions(self) -> None:
         """Kill every session still running (the loop calls this when the episode ends)."""
@@ -267,32 +333,30 @@ class CamelTerminalTools:
     def _start_session(self, id: str, command: str) -> ToolResult:
         old = self._sessions.get(id)
         if old is not None and not old.ended and old.proc.alive():
-            return ToolResult(
-                f"Error: session '{id}' is still running. Choose another id, or stop that session first.", "failed"
-            )
+            return ToolResult(self.m.render("exec.already_running", id=id), "failed", command=command)
         self._register(id, _Session(self.sandbox.spawn(command, tty=True, cwd=self.workdir), overran=False))
-        return ToolResult(
-            f"Session '{id}' started.\n\nYou can use:\n"
-            f"  - shell_view('{id}') - see its output\n"
-            f"  - shell_write_to_process('{id}', '<input>') - send it input\n"
-            f"  - shell_kill_process('{id}') - stop it"
-        )
+        return ToolResult(self.m.render("exec.session_started", id=id), command=command)
 
     def _view(self, session: _Session) -> str:
+        kind, output = self._look(session)
+        return output if kind == "output" else self._view_text(kind, output)
+
+    def _look(self, session: _Session) -> tuple[str, str]:
+        """What a look at a session finds: (the view template's name, or "output" for plain new output; the output)."""
         if session.ended:
-            return TERMINATED_EMPTY
+            return "terminated_empty", ""
         proc = session.proc
         if session.overran:
             if not proc.wait(0):
-                return STILL_RUNNING
+                return "still_running", ""
             session.ended = True
-            return f"{terminal_text(proc.read_available())}\n\n{COMPLETED}"
+            return "completed", terminal_text(proc.read_available())
         ended = proc.wait(0)  # asked before reading, so an ended session's output is all in this read
         text = session.decoder.decode(proc.read_available(), final=ended)
         if not ended:
-            return text or IDLE
+            return ("output", text) if text else ("idle", "")
         session.ended = True
-        return f"{text}\n\n{TERMINATED}" if text else TERMINATED_EMPTY
+        return ("terminated", text) if text else ("terminated_empty", "")
 
     def _collect(self, session: _Session, idle: float, max_wait: float) -> str:
         """Output of a session until it has been quiet for `idle` seconds, or `max_wait` has passed."""
@@ -300,24 +364,27 @@ class CamelTerminalTools:
         parts: list[str] = []
         start = last = time.monotonic()
         while (now := time.monotonic()) - start < max_wait:
-            out = self._view(session)
+            kind, output = self._look(session)
             if session.ended:
-                # Measured upstream: the last output was read first and the end noticed a moment later; from then
-                # on each look returned the no-new-output marker, taken for fresh output, so the marker piled up
-                # once per idle period until the deadline, once more at the end, then the warning. Nothing else
-                # can arrive, so the same text is given at once instead of after the wait.
-                if out != TERMINATED_EMPTY:
-                    parts.append(out.removesuffix(f"\n\n{TERMINATED}"))
+                # Measured upstream: the last output was read first and the end noticed a moment later; from then on
+                # each look returned the no-new-output marker, taken for fresh output, so the marker piled up once
+                # per idle period until the deadline, once more at the end, then the warning. Nothing else can
+                # arrive, so the same text is given at once instead of after the wait.
+                parts.append(output)
                 repeats = math.ceil((max_wait - (now - start)) / idle) + 1
-                return "".join(parts) + TERMINATED_EMPTY * repeats + STILL_PRINTING
-            if out == IDLE:
+                body = "".join(parts) + self.m.render("view.terminated_empty") * repeats
+                return self.m.render("collect.still_outputting", output=body)
+            if kind == "idle":
                 if now - last >= idle:
                     return "".join(parts)
             else:
-                parts.append(out)
+                parts.append(output if kind == "output" else self._view_text(kind, output))
                 last = now
             clock(max(0.0, min(_POLL_S, idle - (time.monotonic() - last), max_wait - (time.monotonic() - start))))
-        final = self._view(session)
-        if final != IDLE:
-            parts.append(final)
-        return "".join(parts) + STILL_PRINTING
+        kind, output = self._look(session)
+        if kind != "idle":
+            parts.append(output if kind == "output" else self._view_text(kind, output))
+        return self.m.render("collect.still_outputting", output="".join(parts))
+
+    def _view_text(self, kind: str, output: str) -> str:
+        return self.m.render(f"view.{kind}", **({"output": output} if kind in ("completed", "terminated") else {}))

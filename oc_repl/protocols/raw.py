@@ -9,7 +9,7 @@ from pathlib import Path
 from oc_repl import events as ev
 from oc_repl.client.wire import split_think
 from oc_repl.errors import UsageError
-from oc_repl.types import Asset, Emit, Message, Reply, Request, Sandbox, Step, Task
+from oc_repl.types import Approve, Asset, Emit, Message, Reply, Request, Sandbox, Step, Task, allow_all
 
 
 def _unchanged(reply: Reply) -> str:
@@ -46,7 +46,7 @@ class RawProtocol:
     def request(self) -> Request:
         return Request(messages=list(self._messages), options={})
 
-    def step(self, reply: Reply, sandbox: Sandbox, emit: Emit) -> Step:
+    def step(self, reply: Reply, sandbox: Sandbox, emit: Emit, approve: Approve = allow_all) -> Step:
         text = _unchanged(reply)
         for call in reply.tool_calls:
             shown = json.dumps(call.arguments, ensure_ascii=False)

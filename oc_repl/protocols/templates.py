@@ -105,8 +105,8 @@ class Templates:
         data, asset = load_asset(protocol, filename)
         return cls(parse(data, spec, asset.path or filename), asset)
 
-    def render(self, name: str, **fields: object) -> str:
-        return self.texts[name].format(**fields)
+    def render(self, template: str, /, **fields: object) -> str:
+        return self.texts[template].format(**fields)
 
     def __contains__(self, name: str) -> bool:
         return name in self.texts

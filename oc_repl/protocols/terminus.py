@@ -34,10 +34,11 @@ from oc_repl.protocols.terminus_parse import (
     strip_think,
 )
 from oc_repl.sandbox.terminal import MAX_WAIT, Terminal, TmuxTerminal
-from oc_repl.types import Asset, Emit, Message, Reply, Request, Sandbox, Step, Task, approve
+from oc_repl.types import Approve, Asset, Emit, Message, Reply, Request, Sandbox, Step, Task, allow_all
 
 Wait = Literal["detect", "exact"]
 PROMPT_FIELDS = ("instruction", "terminal_state")
+NOTICES_SPEC = {"interrupted": ("observation",), "declined": ("keystrokes",)}
 
 
 class TerminusProtocol:
@@ -53,6 +54,7 @@ class TerminusProtocol:
         if why := format_problem(self._template, PROMPT_FIELDS):
             raise UsageError(f"{self._asset.path}: {why}", hint="fix the file, or remove it to use the default")
         self.m = Templates.load(self.name, "messages.toml", SPECS[self.fmt])
+        self.notices = Templates.load(self.name, "notices.toml", NOTICES_SPEC)
         self._parse = parse_json if self.fmt == "json" else parse_xml
         self._messages: list[Message] = []
         self._pending_completion = False
@@ -108,7 +110,8 @@ class TerminusProtocol:
         return Request(messages=list(self._messages), options={})
 
     def assets(self) -> list[Asset]:
-        return [self._asset, *([self.m.asset] if self.m.asset else [])]
+        found = [self._asset, self.m.asset] + ([] if self.exact else [self.notices.asset])
+        return [asset for asset in found if asset is not None]
 
     def close(self) -> None:
         if self._terminal is not None:
@@ -117,7 +120,7 @@ class TerminusProtocol:
 
     # --- one turn -----------------------------------------------------------------------------------------------
 
-    def step(self, reply: Reply, sandbox: Sandbox, emit: Emit) -> Step:
+    def step(self, reply: Reply, sandbox: Sandbox, emit: Emit, approve: Approve = allow_all) -> Step:
         terminal = self._terminal_for(sandbox)
         # Under --exact the model's text is parsed as it came, as upstream does; see strip_think for why not otherwise.
         text = reply.raw_content if self.exact else reply.content
@@ -134,7 +137,7 @@ class TerminusProtocol:
         if self._is_parse_error(parsed):
             self._feedback(prompt_parse_error(parsed, self.m), parsed.error or parsed.warning, emit)
             return Step(parse_error=True)
-        observation = self._limit(self._execute(parsed, terminal, sandbox, emit))
+        observation = self._limit(self._execute(parsed, terminal, emit, approve))
         if parsed.task_complete:
             if self._pending_completion:
                 return Step(done=True, final_answer=parsed.analysis or "Task marked complete.")
@@ -150,26 +153,31 @@ class TerminusProtocol:
         fingerprint = hashlib.sha256(json.dumps([keys, observation]).encode()).hexdigest()
         return Step(fingerprint=fingerprint)
 
-    def _execute(self, parsed: Parsed, terminal: Terminal, sandbox: Sandbox, emit: Emit) -> str:
+    def _execute(self, parsed: Parsed, terminal: Terminal, emit: Emit, approve: Approve) -> str:
+        told: list[str] = []  # what a person's refusals tell the model, ahead of the screen
         for command in parsed.commands:
             item = ev.CommandExecution(id=ev.new_id(), tool="keystrokes", command=command.keystrokes)
             emit(ev.ItemStarted(item=item))
-            keys = approve(sandbox, command.keystrokes)
-            if keys is None:  # refused: nothing is typed, and the next screen shows the model as much
+            keys = approve(command.keystrokes)
+            if keys is None:  # refused: nothing is typed
                 item.status = "declined"
                 emit(ev.ItemCompleted(item=item))
+                told.append(self.notices.render("declined", keystrokes=repr(command.keystrokes)))
                 continue
+            item.command = keys  # as typed, after the person watching edited it
             started = time.monotonic()
             terminal.send_keys(keys)
             try:
                 terminal.wait(min(command.duration, MAX_WAIT), started, exact=self.wait == "exact")
-            except KeyboardInterrupt:  # the user stopped the turn: stop what the keys started, too
-                terminal.send_keys("C-c")
+            except KeyboardInterrupt:  # the user stopped the turn: stop what the keys started, and say so
+                self._interrupted(terminal, item, emit)
                 raise
             item.status = "completed"
             item.aggregated_output = f"(waited {time.monotonic() - started:.2f}s of {command.duration:g}s)"
             emit(ev.ItemCompleted(item=item))
         observation = terminal.incremental_output()
+        if told and not self.exact:
+            observation = "\n".join([*told, observation])
         emit(
             ev.ItemCompleted(
                 item=ev.CommandExecution(
@@ -182,6 +190,20 @@ class TerminusProtocol:
             )
         )
         return observation
+
+    def _interrupted(self, terminal: Terminal, item: ev.CommandExecution, emit: Emit) -> None:
+        """Ctrl-C to the terminal, then the screen it leaves goes to the model (with a word on what happened, unless
+        --exact), so the conversation can go on from there."""
+        terminal.send_keys("C-c")
+        terminal.wait(1.0, time.monotonic())
+        observation = self._limit(terminal.incremental_output())
+        item.status, item.aggregated_output = "failed", observation
+        emit(ev.ItemCompleted(item=item))
+        shown = prompt_observation(observation, self.m)
+        if not self.exact:
+            shown = self.notices.render("interrupted", observation=shown)
+        self._messages.append({"role": "user", "content": shown})
+        self._pending_completion = False
 
     def _is_parse_error(self, parsed: Parsed) -> bool:
         """Nothing runs when the reply could not be parsed. Upstream decides that by looking for its `ERROR:` marker
