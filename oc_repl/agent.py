@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import traceback
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from oc_repl import events as ev
-from oc_repl.errors import LoopDetected, OcReplError, SandboxError, ServerError, StopRun
+from oc_repl.errors import Deadline, LoopDetected, OcReplError
+from oc_repl.outcome import Status
 from oc_repl.types import AgentProtocol, Approve, Emit, Reply, Sandbox, Task, allow_all
 
 
@@ -17,7 +19,7 @@ class TurnCapReached(Exception):
 
 @dataclass
 class Outcome:
-    status: str  # done | turn_cap | loop | parse_errors | server_error | sandbox_error | interrupted | error
+    status: Status = Status.INTERNAL_ERROR
     final_answer: str = ""
     turns: int = 0
     error: OcReplError | None = None
@@ -33,41 +35,54 @@ class Agent:
     loop_limit: int = 3  # identical turns in a row that count as a loop; 0 disables loop detection
     sampling: dict[str, Any] = field(default_factory=dict)
     approve: Approve = allow_all  # asked before each model action runs (the shell's approval); plumbing never is
+    _open_turn: int = 0  # a turn that started and has not completed yet
 
     def run(self, task: Task, follow_up: bool = False) -> Outcome:
-        outcome = Outcome(status="error")
+        outcome = Outcome()
         try:
             (self.protocol.continue_with if follow_up else self.protocol.start)(task, self.sandbox)
-            outcome = self._loop(outcome)
+            self._loop(outcome)
         except TurnCapReached:
-            outcome.status = "turn_cap"
-        except StopRun as exc:
-            outcome.status, outcome.error = exc.kind, exc
-        except ServerError as exc:
-            outcome.status, outcome.error = "server_error", exc
-        except SandboxError as exc:
-            outcome.status, outcome.error = "sandbox_error", exc
+            outcome.status = Status.TURN_CAP
+        except OcReplError as exc:
+            outcome.status, outcome.error = exc.status, exc
+        except Deadline:
+            outcome.status = Status.AGENT_TIMEOUT
+            self._turn_failed("the agent's time ran out")
         except KeyboardInterrupt:
-            outcome.status = "interrupted"
+            outcome.status = Status.INTERRUPTED
+            self._turn_failed("interrupted")
+        except Exception as exc:  # a bug: the turns so far and the traceback still reach the transcript
+            outcome.status = Status.INTERNAL_ERROR
+            self.emit(ev.Error(kind="internal", message=f"internal error: {exc!r}", hint=traceback.format_exc()))
+            self._turn_failed(f"internal error: {exc!r}")
         if outcome.error is not None:
             self.emit(ev.Error(kind=outcome.error.kind, message=outcome.error.message, hint=outcome.error.hint))
+            self._turn_failed(outcome.error.message)
         return outcome
 
-    def _loop(self, outcome: Outcome) -> Outcome:
+    def _loop(self, outcome: Outcome) -> None:
         recent: deque[str] = deque(maxlen=max(4, self.loop_limit))
         for turn in range(1, self.max_turns + 1):
-            outcome.turns = turn
+            outcome.turns = self._open_turn = turn
             self.emit(ev.TurnStarted(turn=turn, max_turns=self.max_turns))
             reply = self._ask(turn)
             step = self.protocol.step(reply, self.sandbox, self.emit, self.approve)
             self._turn_completed(turn, reply)
             if step.done:
-                outcome.status, outcome.final_answer = "done", step.final_answer
-                return outcome
+                outcome.status, outcome.final_answer = Status.DONE, step.final_answer
+                return
+            # a turn that only waits on something still running (polling a background job, an empty wait on a busy
+            # terminal) has no fingerprint: waiting is not looping
             if step.fingerprint:
                 recent.append(step.fingerprint)
                 self._check_loop(list(recent))
         raise TurnCapReached
+
+    def _turn_failed(self, message: str) -> None:
+        if self._open_turn:
+            self.emit(ev.TurnFailed(turn=self._open_turn, error=ev.ErrorInfo(message=message)))
+            self._open_turn = 0
 
     def _ask(self, turn: int) -> Reply:
         request = self.protocol.request()
@@ -92,6 +107,7 @@ class Agent:
         return reply
 
     def _turn_completed(self, turn: int, reply: Reply) -> None:
+        self._open_turn = 0
         usage = reply.usage
         out_tokens = usage.completion_tokens if usage else 0
         gen_time = reply.duration_s - (reply.ttft_s or 0.0)

@@ -56,6 +56,7 @@ class RunSettings(BaseModel):
     verify: str | None = None
     verify_file: Path | None = None
     verify_timeout: float = Field(default=600.0, gt=0)
+    timeout: float | None = Field(default=None, ge=0)  # seconds for the agent (the verifier has its own)
     task_name: str | None = None
     transcript: Path | None = None
     json_output: bool = False

@@ -1,12 +1,14 @@
-"""Small exceptions that carry control flow and map onto exit codes (see design: exit codes)."""
+"""Small exceptions that carry control flow; each names the outcome (oc_repl.outcome.Status) it ends a run with."""
 
 from __future__ import annotations
 
+from oc_repl.outcome import Status, exit_code
+
 
 class OcReplError(Exception):
-    """Base class; `exit_code` is what the CLI returns when this ends a run."""
+    """Base class; `status` is how a run ends when this stops it, `kind` names it in `error` events."""
 
-    exit_code = 1
+    status = Status.INTERNAL_ERROR
     kind = "error"
 
     def __init__(self, message: str, hint: str = "") -> None:
@@ -14,16 +16,20 @@ class OcReplError(Exception):
         self.message = message
         self.hint = hint
 
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self.status)
+
 
 class UsageError(OcReplError):
-    exit_code = 2
+    status = Status.USAGE
     kind = "usage"
 
 
 class ServerError(OcReplError):
     """The model server failed after the bounded retries (or failed in a way retries cannot fix)."""
 
-    exit_code = 5
+    status = Status.SERVER_ERROR
     kind = "server"
 
 
@@ -32,11 +38,12 @@ class ServerUnreachable(ServerError):
 
 
 class ContextOverflow(ServerError):
+    status = Status.CONTEXT_LENGTH
     kind = "context_overflow"
 
 
 class SandboxError(OcReplError):
-    exit_code = 6
+    status = Status.SANDBOX_ERROR
     kind = "sandbox"
 
 
@@ -46,10 +53,17 @@ class SandboxLost(SandboxError):
     kind = "sandbox_lost"
 
 
+class BuildError(SandboxError):
+    """A task's image could not be built."""
+
+    status = Status.BUILD_ERROR
+    kind = "build"
+
+
 class StopRun(OcReplError):
     """The loop stops early on purpose (loop detected, too many parse errors)."""
 
-    exit_code = 4
+    status = Status.LOOP
     kind = "stopped"
 
 
@@ -58,4 +72,16 @@ class LoopDetected(StopRun):
 
 
 class ParseErrorLimit(StopRun):
+    status = Status.PARSE_ERRORS
     kind = "parse_errors"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: stop like Ctrl-C (everything cleaned up), but also leave the interactive shell."""
+
+
+class Deadline(KeyboardInterrupt):
+    """The agent's time (`--timeout`, or a task's agent timeout) ran out: stop like Ctrl-C, but with its own outcome.
+
+    A KeyboardInterrupt on purpose: every place that stops a running command on Ctrl-C must stop it here too.
+    """

@@ -1,16 +1,26 @@
-"""Typed events: the one contract between the core and every renderer, the transcript and the REPL.
+"""Typed events: the one contract between the core and every renderer, the transcript and the shell.
 
-Names follow `codex exec --json` (`thread.started`, `item.completed`, ...) so existing readers work;
-`request.sent` / `response.received` carry the exact wire traffic for the transcript.
+Schema `oc-repl/1` (named in `thread.started`; its JSON Schema is events.schema.json beside this file). Names follow
+`codex exec --json` where the two share a meaning, so its readers work on the common part: `thread.started`,
+`turn.started`, `turn.completed` (`usage`), `turn.failed` (`error.message`), `item.started|completed` with items
+`agent_message`, `reasoning`, `command_execution` and `file_change`, and `error` (`message`). oc-repl adds fields
+(`ts`, turn numbers, `kind`, ...), statuses (`timed_out`), an item type (`parse_error`), events of its own
+(`request.sent`, `response.received`, `verify.completed`, `thread.completed`), and its `item.updated` carries a text
+`delta` where Codex repeats the whole item. The README's "Transcripts" section states the mapping.
+
+Events are plain dataclasses, cheap to build on the hot path; pydantic only reads them back (transcripts, `show`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
-from typing import Annotated, Any, Literal
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, Field, TypeAdapter
-
+SCHEMA = "oc-repl/1"
 _ids = itertools.count(1)
 
 
@@ -19,127 +29,171 @@ def new_id() -> str:
     return f"item_{next(_ids)}"
 
 
-class _Model(BaseModel):
-    model_config = {"extra": "forbid"}
+def _now() -> float:
+    return round(time.time(), 3)
 
 
-class AgentMessage(_Model):
-    id: str
+event = dataclass(kw_only=True)
+
+
+# --- items ---------------------------------------------------------------------------------------------------------
+
+
+@event
+class AgentMessage:
     type: Literal["agent_message"] = "agent_message"
+    id: str
     text: str = ""
 
 
-class Reasoning(_Model):
-    id: str
+@event
+class Reasoning:
     type: Literal["reasoning"] = "reasoning"
+    id: str
     text: str = ""
 
 
-class CommandExecution(_Model):
-    id: str
+CommandStatus = Literal["in_progress", "completed", "failed", "timed_out", "declined"]
+
+
+@event
+class CommandExecution:
     type: Literal["command_execution"] = "command_execution"
+    id: str
     tool: str = ""  # the protocol-level action, e.g. shell_exec or keystrokes
-    command: str = ""
+    command: str = ""  # as it ran, after the person watching edited it
     aggregated_output: str = ""
     exit_code: int | None = None
-    status: Literal["in_progress", "completed", "failed", "timed_out", "declined"] = "in_progress"
+    status: CommandStatus = "in_progress"
 
 
-class FileUpdate(_Model):
+@event
+class FileUpdate:
     path: str
     kind: Literal["add", "delete", "update"] = "update"
 
 
-class FileChange(_Model):
-    id: str
+@event
+class FileChange:
     type: Literal["file_change"] = "file_change"
+    id: str
     changes: list[FileUpdate]
     status: Literal["in_progress", "completed", "failed", "declined"] = "completed"
 
 
-class ParseError(_Model):
-    id: str
+@event
+class ParseError:
     type: Literal["parse_error"] = "parse_error"
+    id: str
     message: str
     feedback: str = ""  # what the model is told
 
 
-Item = Annotated[AgentMessage | Reasoning | CommandExecution | FileChange | ParseError, Field(discriminator="type")]
+Item = Union[AgentMessage, Reasoning, CommandExecution, FileChange, ParseError]  # noqa: UP007 (pydantic reads it)
 
 
-class AssetInfo(_Model):
+@event
+class AssetInfo:
     name: str
     sha256: str
     source: str
     path: str = ""
 
 
-class UsageInfo(_Model):
+@event
+class UsageInfo:
     input_tokens: int = 0
     cached_input_tokens: int = 0
     output_tokens: int = 0
 
 
-class ThreadStarted(_Model):
+@event
+class ItemRef:
+    id: str
+    type: str
+
+
+@event
+class ErrorInfo:
+    message: str
+
+
+# --- events --------------------------------------------------------------------------------------------------------
+
+
+@event
+class ThreadStarted:
     type: Literal["thread.started"] = "thread.started"
+    ts: float = field(default_factory=_now)
+    schema: str = SCHEMA
     thread_id: str
     model: str
     protocol: str
     sandbox: str
     api_base: str
     task_name: str = ""
+    task: str = ""  # the instruction given
     exact: bool = False
-    assets: list[AssetInfo] = []
-    options: dict[str, Any] = {}
+    assets: list[AssetInfo] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)
 
 
-class TurnStarted(_Model):
+@event
+class TurnStarted:
     type: Literal["turn.started"] = "turn.started"
+    ts: float = field(default_factory=_now)
     turn: int
     max_turns: int
 
 
-class RequestSent(_Model):
+@event
+class RequestSent:
     type: Literal["request.sent"] = "request.sent"
+    ts: float = field(default_factory=_now)
     turn: int
     attempt: int = 1
     request: dict[str, Any]
 
 
-class ResponseReceived(_Model):
+@event
+class ResponseReceived:
     type: Literal["response.received"] = "response.received"
+    ts: float = field(default_factory=_now)
     turn: int
     raw: dict[str, Any]
 
 
-class ItemStarted(_Model):
+@event
+class ItemStarted:
     type: Literal["item.started"] = "item.started"
+    ts: float = field(default_factory=_now)
     item: Item
 
 
-class ItemRef(_Model):
-    id: str
-    type: str
-
-
-class ItemUpdated(_Model):
-    """A streamed fragment of an item's text, as it arrives (`item` names the item; `delta` is the new text).
-    Kept out of transcripts, which hold every raw reply whole."""
+@event
+class ItemUpdated:
+    """A streamed fragment of an item's text (`delta`), as it arrives. Kept out of transcripts, which hold every raw
+    reply whole."""
 
     type: Literal["item.updated"] = "item.updated"
+    ts: float = field(default_factory=_now)
     item: ItemRef
     delta: str
 
 
-class ItemCompleted(_Model):
+@event
+class ItemCompleted:
     type: Literal["item.completed"] = "item.completed"
+    ts: float = field(default_factory=_now)
     item: Item
 
 
-class TurnCompleted(_Model):
+@event
+class TurnCompleted:
     type: Literal["turn.completed"] = "turn.completed"
+    ts: float = field(default_factory=_now)
     turn: int
-    usage: UsageInfo = UsageInfo()
+    usage: UsageInfo = field(default_factory=UsageInfo)
     finish_reason: str = ""
     truncated: bool = False
     ttft_s: float | None = None
@@ -147,54 +201,110 @@ class TurnCompleted(_Model):
     duration_s: float = 0.0
 
 
-class VerifyCompleted(_Model):
+@event
+class TurnFailed:
+    type: Literal["turn.failed"] = "turn.failed"
+    ts: float = field(default_factory=_now)
+    turn: int
+    error: ErrorInfo
+
+
+@event
+class VerifyCompleted:
     type: Literal["verify.completed"] = "verify.completed"
+    ts: float = field(default_factory=_now)
     command: str
     passed: bool
     exit_code: int | None
     tests_passed: int | None = None
     tests_total: int | None = None
-    failed_tests: list[str] = []
+    failed_tests: list[str] = field(default_factory=list)
     output_tail: str = ""
     timed_out: bool = False
 
 
-class ThreadCompleted(_Model):
+@event
+class ThreadCompleted:
     type: Literal["thread.completed"] = "thread.completed"
-    status: str  # verified | done | verify_failed | turn_cap | loop | parse_errors | server_error | sandbox_error | ...
+    ts: float = field(default_factory=_now)
+    status: str  # an oc_repl.outcome.Status value
     exit_code: int
     final_answer: str = ""
     turns: int = 0
     tool_calls_native: int = 0
     tool_calls_salvaged: int = 0
     kept_container: str = ""  # a container left running on purpose (--keep)
+    transcript: str = ""  # where this run's transcript is
 
 
-class Error(_Model):
+@event
+class Error:
     type: Literal["error"] = "error"
+    ts: float = field(default_factory=_now)
     kind: str
     message: str
     hint: str = ""
     retrying: bool = False
 
 
-Event = Annotated[
-    ThreadStarted
-    | TurnStarted
-    | RequestSent
-    | ResponseReceived
-    | ItemStarted
-    | ItemUpdated
-    | ItemCompleted
-    | TurnCompleted
-    | VerifyCompleted
-    | ThreadCompleted
-    | Error,
-    Field(discriminator="type"),
+Event = Union[  # noqa: UP007 (pydantic reads it)
+    ThreadStarted,
+    TurnStarted,
+    RequestSent,
+    ResponseReceived,
+    ItemStarted,
+    ItemUpdated,
+    ItemCompleted,
+    TurnCompleted,
+    TurnFailed,
+    VerifyCompleted,
+    ThreadCompleted,
+    Error,
 ]
 
-EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+def to_dict(value: Any) -> dict[str, Any]:
+    return dataclasses.asdict(value)
 
 
-def parse_event(line: str | bytes) -> Event:
-    return EVENT_ADAPTER.validate_json(line)
+def to_json(value: Any) -> str:
+    """One event as one line of JSON. Text that cannot be written as UTF-8 (a lone surrogate a model or a sandbox
+    produced) is written with JSON's \\u escapes instead, so a transcript line is always valid."""
+    data = to_dict(value)
+    line = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = json.dumps(data, separators=(",", ":"))
+    return line
+
+
+_adapter: Any = None
+
+
+def adapter() -> Any:
+    """pydantic's reader for every event, built on first use (reading transcripts, the JSON Schema)."""
+    global _adapter
+    if _adapter is None:
+        from pydantic import Field, TypeAdapter
+
+        _adapter = TypeAdapter(Annotated[Event, Field(discriminator="type")])
+    return _adapter
+
+
+def parse_event(line: str | bytes) -> Any:
+    """An event read back from its JSON line; ValueError when the line is not one.
+
+    The standard library reads the JSON: it accepts the `\ud800`-style escapes `to_json` writes for lone surrogates,
+    which pydantic's own JSON parser refuses."""
+    return adapter().validate_python(json.loads(line))
+
+
+def json_schema() -> dict[str, Any]:
+    schema = adapter().json_schema()
+    schema["title"] = SCHEMA
+    return schema
+
+
+if __name__ == "__main__":  # python -m oc_repl.events > oc_repl/events.schema.json
+    print(json.dumps(json_schema(), indent=1, sort_keys=True))

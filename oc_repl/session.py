@@ -5,39 +5,20 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
+import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from oc_repl import events as ev
+from oc_repl import signals
 from oc_repl.agent import Agent, Outcome
 from oc_repl.config import RunSettings
-from oc_repl.errors import OcReplError, SandboxError, UsageError
+from oc_repl.errors import Deadline, OcReplError, SandboxError, Terminated, UsageError
+from oc_repl.outcome import VERIFIABLE, Status, exit_code, final
 from oc_repl.tasks.verify import Verifier
 from oc_repl.types import AgentProtocol, Approve, Sandbox, Task, allow_all
-
-# The verifier decides the outcome whenever the loop ended in a state worth checking.
-VERIFIABLE = {"done", "turn_cap", "loop", "parse_errors"}
-EXIT_CODES = {
-    "done": 0,
-    "turn_cap": 3,
-    "loop": 4,
-    "parse_errors": 4,
-    "server_error": 5,
-    "sandbox_error": 6,
-    "interrupted": 130,
-    "internal_error": 70,  # EX_SOFTWARE: never confused with a verdict
-    "usage": 2,
-}
-
-
-def exit_status(outcome: Outcome, verify: ev.VerifyCompleted | None) -> tuple[str, int]:
-    if verify is not None and verify.passed:
-        return "verified", 0
-    if verify is not None and outcome.status == "done":
-        return "verify_failed", 1
-    return outcome.status, EXIT_CODES.get(outcome.status, EXIT_CODES["internal_error"])
 
 
 def task_name_for(instruction: str) -> str:
@@ -46,23 +27,42 @@ def task_name_for(instruction: str) -> str:
 
 
 class Fanout:
+    """Sends each event to every sink in order. The transcript comes first; a display that fails (a closed pipe, a
+    vanished terminal) is dropped with one error event instead of stopping the run or the record of it."""
+
     def __init__(self, *sinks: Callable[[Any], None]) -> None:
         self.sinks = list(sinks)
 
     def __call__(self, event: Any) -> None:
+        failed = []
         for sink in self.sinks:
-            sink(event)
+            try:
+                sink(event)
+            except (OSError, ValueError) as exc:  # ValueError: writing to a closed file
+                failed.append((sink, exc))
+        for sink, exc in failed:
+            self.sinks.remove(sink)
+            self(ev.Error(kind="display", message=f"an output stopped taking events and was dropped: {exc!r}"))
+
+
+def ask_consent(question: str) -> bool:
+    """A yes/no at the terminal, on stderr. Ctrl-D (end of input) is a no; Ctrl-C interrupts as everywhere."""
+    sys.stderr.write(f"{question} [y/N]: ")
+    sys.stderr.flush()
+    try:
+        answer = input()
+    except EOFError:
+        sys.stderr.write("\n")
+        return False
+    return answer.strip().lower() in ("y", "yes")
 
 
 def _consent(settings: RunSettings) -> None:
     if not settings.sandbox.startswith("local:") or settings.yes:
         return
     where = settings.sandbox.removeprefix("local:")
-    if sys.stdin.isatty():
-        import click
-
-        if click.confirm(f"Let the model run commands on this host in {where}?", err=True, default=False):
-            return
+    if sys.stdin.isatty() and ask_consent(f"Let the model run commands on this host in {where}?"):
+        return
     raise UsageError(
         f"refusing to run model-chosen commands on this host ({settings.sandbox}) without consent",
         hint="pass --yes, or use a container sandbox (docker:<name>)",
@@ -77,7 +77,7 @@ def _sandbox_options(settings: RunSettings) -> dict[str, Any]:
     return {}
 
 
-def _task_dir_parts(settings: RunSettings, instruction: str) -> tuple[Task, Sandbox, Verifier]:
+def _task_dir_parts(settings: RunSettings, instruction: str) -> tuple[Task, Sandbox, Any]:
     """A terminal-bench task dir brings the instruction, the image to run in and the tests that judge it."""
     from oc_repl.sandbox import open_sandbox
     from oc_repl.tasks.tb import TaskVerifier, build_image, load_task_dir
@@ -104,10 +104,14 @@ def command_verifier(settings: RunSettings) -> Verifier | None:
 
 @dataclass
 class TaskResult:
-    status: str
-    exit_code: int
+    status: Status
     final_answer: str = ""
     verify: ev.VerifyCompleted | None = None
+    turns: int = 0
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self.status)
 
 
 class Session:
@@ -133,6 +137,9 @@ class Session:
         self.verifier: Verifier | None = command_verifier(settings)
         self.thread_id = uuid.uuid4().hex[:12]
         self.tasks_run = 0  # in the current conversation
+        self.transcript_path = ""  # named in thread.completed, when the caller keeps one
+        self.task_agent_timeout: float | None = None  # a task directory's own limit for the agent
+        self.terminated = False  # a SIGTERM or SIGHUP stopped a run: the interactive shell leaves too
 
     def _on_retry(self, message: str, attempt: int) -> None:
         total = self.settings.retries + 1
@@ -186,54 +193,72 @@ class Session:
 
     def run(self, instruction: str, close_after: bool = False) -> TaskResult:
         """One task in the current conversation, then the verifier, then `thread.completed`."""
-        outcome, verify, kept = Outcome(status="error"), None, ""
-        try:
-            task = self._task(instruction)
-            protocol = self.open_protocol()
-            # plain chat (raw) runs nothing, so it needs no sandbox and no consent
-            sandbox = self.open_sandbox() if getattr(protocol, "needs_sandbox", True) else None
-            model = self.client.resolve_model()
-            self.emit(self._thread_started(model, task, sandbox, protocol))
-            agent = Agent(
-                self.client,
-                protocol,
-                sandbox,  # type: ignore[arg-type]  # raw needs none
-                self.emit,
-                max_turns=self.settings.max_turns,
-                loop_limit=self.settings.loop_limit,
-                sampling=self.settings.sampling_options(),
-                approve=self.approve,
+        outcome, verify, kept = Outcome(), None, ""
+        with signals.stoppable():
+            try:
+                outcome = self._run(instruction)
+                if self.verifier is not None and outcome.status in VERIFIABLE:
+                    verify = self.verify_now()
+            except OcReplError as exc:
+                self.emit(ev.Error(kind=exc.kind, message=exc.message, hint=exc.hint))
+                outcome.status = exc.status
+            except Deadline:
+                outcome.status = Status.AGENT_TIMEOUT
+            except KeyboardInterrupt as exc:
+                outcome.status = Status.INTERRUPTED
+                self.terminated = isinstance(exc, Terminated)
+            except Exception as exc:  # a bug: still end the transcript properly, with the traceback in it
+                self.emit(ev.Error(kind="internal", message=f"internal error: {exc!r}", hint=traceback.format_exc()))
+                outcome.status = Status.INTERNAL_ERROR
+            finally:
+                if close_after:  # cleanup runs to its end; a second Ctrl-C or a SIGTERM now is only remembered
+                    with signals.deferred() as late:
+                        kept = self.close()
+                    if late.interrupted:
+                        outcome.status = Status.INTERRUPTED
+                        self.terminated = self.terminated or late.terminated
+            status = final(outcome.status, verify.passed if verify is not None else None)
+            self.emit(
+                ev.ThreadCompleted(
+                    status=status.value,
+                    exit_code=exit_code(status),
+                    final_answer=outcome.final_answer,
+                    turns=outcome.turns,
+                    tool_calls_native=self.client.native_calls,
+                    tool_calls_salvaged=self.client.salvaged_calls,
+                    kept_container=kept,
+                    transcript=self.transcript_path,
+                )
             )
-            outcome = agent.run(task, follow_up=self.tasks_run > 0)
-            self.tasks_run += 1
-            if self.verifier is not None and outcome.status in VERIFIABLE:
-                verify = self.verify_now()
-        except OcReplError as exc:
-            self.emit(ev.Error(kind=exc.kind, message=exc.message, hint=exc.hint))
-            outcome.status = {2: "usage", 6: "sandbox_error", 5: "server_error"}.get(exc.exit_code, "error")
-        except KeyboardInterrupt:
-            outcome.status = "interrupted"
-        except Exception as exc:  # a bug: still end the transcript properly, with the traceback in it
-            import traceback
+        return TaskResult(status, outcome.final_answer, verify, outcome.turns)
 
-            self.emit(ev.Error(kind="internal", message=f"internal error: {exc!r}", hint=traceback.format_exc()))
-            outcome.status = "internal_error"
-        finally:
-            if close_after:
-                kept = self.close()
-        status, code = exit_status(outcome, verify)
-        self.emit(
-            ev.ThreadCompleted(
-                status=status,
-                exit_code=code,
-                final_answer=outcome.final_answer,
-                turns=outcome.turns,
-                tool_calls_native=self.client.native_calls,
-                tool_calls_salvaged=self.client.salvaged_calls,
-                kept_container=kept,
-            )
+    def _run(self, instruction: str) -> Outcome:
+        task = self._task(instruction)
+        protocol = self.open_protocol()
+        # plain chat (raw) runs nothing, so it needs no sandbox and no consent
+        sandbox = self.open_sandbox() if getattr(protocol, "needs_sandbox", True) else None
+        model = self.client.resolve_model()
+        self.emit(self._thread_started(model, task, sandbox, protocol))
+        agent = Agent(
+            self.client,
+            protocol,
+            sandbox,  # type: ignore[arg-type]  # raw needs none
+            self.emit,
+            max_turns=self.settings.max_turns,
+            loop_limit=self.settings.loop_limit,
+            sampling=self.settings.sampling_options(),
+            approve=self.approve,
         )
-        return TaskResult(status, code, outcome.final_answer, verify)
+        with signals.deadline(self.agent_timeout()):
+            outcome = agent.run(task, follow_up=self.tasks_run > 0)
+        self.tasks_run += 1
+        return outcome
+
+    def agent_timeout(self) -> float | None:
+        """The agent's time: --timeout, and a task directory's own agent timeout, whichever is shorter."""
+        limits = [self.settings.timeout, self.task_agent_timeout]
+        found = [limit for limit in limits if limit]
+        return min(found) if found else None
 
     def verify_now(self, verifier: Verifier | None = None) -> ev.VerifyCompleted:
         verifier = verifier or self.verifier
@@ -246,6 +271,7 @@ class Session:
     def _task(self, instruction: str) -> Task:
         if self.settings.task is not None and self.sandbox is None:
             task, self.sandbox, self.verifier = _task_dir_parts(self.settings, instruction)
+            self.task_agent_timeout = self.verifier.task.max_agent_timeout_sec  # type: ignore[attr-defined]
             return task
         if not instruction.strip():
             raise UsageError("no task given", hint='oc-repl run "what to do"  (or --task DIR)')
@@ -262,6 +288,7 @@ class Session:
             sandbox=sandbox.spec if sandbox else "none",
             api_base=s.api_base,
             task_name=task.name,
+            task=task.instruction,
             assets=[ev.AssetInfo(**vars(a)) for a in protocol.assets()],
             exact=s.exact,
             options={

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from oc_repl import paths
+from oc_repl.events import to_json
 
 # Streamed fragments are noise in a record that already holds every raw reply.
 SKIPPED_TYPES = {"item.updated"}
@@ -32,7 +33,7 @@ class TranscriptWriter:
     def __call__(self, event: Any) -> None:
         if event.type in SKIPPED_TYPES or self._file.closed:
             return
-        line = event.model_dump_json()
+        line = to_json(event)
         for secret in self._secrets:
             line = line.replace(secret, "[REDACTED]")
         self._file.write(line + "\n")

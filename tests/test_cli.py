@@ -79,7 +79,7 @@ def test_json_stream_is_one_event_per_line_ending_in_thread_completed(serve, tmp
     change = next(e.item for e in events if e.type == "item.completed" and e.item.type == "file_change")
     assert change.changes[0].path.endswith("hello.txt") and change.changes[0].kind == "add"  # codex's shape
     delta = json.loads(next(line for line in proc.stdout.splitlines() if '"item.updated"' in line))
-    assert set(delta) == {"type", "item", "delta"} and set(delta["item"]) == {"id", "type"}
+    assert set(delta) == {"type", "ts", "item", "delta"} and set(delta["item"]) == {"id", "type"}
 
 
 def test_verifier_failure_after_done_exits_1(serve, tmp_path):

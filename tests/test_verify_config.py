@@ -6,7 +6,7 @@ import pytest
 
 from oc_repl.config import load_file, validate
 from oc_repl.errors import UsageError
-from oc_repl.events import TurnStarted
+from oc_repl.events import TurnStarted, to_json
 from oc_repl.tasks.verify import parse_pytest_summary
 from oc_repl.transcript import TranscriptWriter, read_events
 
@@ -81,7 +81,7 @@ def test_show_skips_lines_it_cannot_read(tmp_path: Path):
     from tests.conftest import run_cli
 
     path = tmp_path / "t.jsonl"
-    good = TurnStarted(turn=1, max_turns=2).model_dump_json()
+    good = to_json(TurnStarted(turn=1, max_turns=2))
     path.write_bytes(good.encode() + b'\n{"type":"bogus"}\n\xff\xfe\n' + good.encode() + b"\n")
     proc = run_cli(["show", str(path)], tmp_path)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr

@@ -12,6 +12,7 @@ import click
 from oc_repl import __version__
 from oc_repl.cli.doctor import doctor
 from oc_repl.cli.protocols import protocols
+from oc_repl.cli.report import report_error
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -71,6 +72,12 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="Script copied into the sandbox and run with bash after the agent.",
         ),
         click.option("--verify-timeout", type=float, help="Seconds the verifier may take (600)."),
+        click.option(
+            "--timeout",
+            type=float,
+            help="Seconds the agent may take in all (model and commands; 0 = no limit); a task's own agent timeout "
+            "applies too. The verifier still runs after it (exit 7 unless it passes).",
+        ),
         click.option(
             "--transcript",
             type=click.Path(dir_okay=False, path_type=Path),
@@ -137,8 +144,7 @@ def _settings_or_exit(params: dict[str, Any]) -> Any:
     try:
         return _settings(params)
     except OcReplError as exc:
-        click.echo(f"oc-repl: {exc.message}", err=True)
-        sys.exit(exc.exit_code)
+        sys.exit(report_error(exc))
 
 
 @main.command()

@@ -35,8 +35,9 @@ def doctor(json_output: bool, timeout: float, **params: Any) -> None:
         merged.update({k: v for k, v in params.items() if v is not None})
         settings = validate(merged)
     except OcReplError as exc:
-        click.echo(f"oc-repl: {exc.message}", err=True)
-        sys.exit(exc.exit_code)
+        from oc_repl.cli.report import report_error
+
+        sys.exit(report_error(exc))
     report = diagnose(settings.api_base, settings.api_key, settings.model, timeout=timeout)
     if json_output:
         import json

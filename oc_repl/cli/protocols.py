@@ -28,10 +28,9 @@ def _dumps(value: Any, **options: Any) -> str:
 
 
 def _fail(exc: Any) -> NoReturn:
-    click.echo(f"oc-repl: {exc.message}", err=True)
-    if exc.hint:
-        click.echo(f"  hint: {exc.hint}", err=True)
-    sys.exit(exc.exit_code)
+    from oc_repl.cli.report import report_error
+
+    sys.exit(report_error(exc))
 
 
 # --- what the assets are and where they come from ------------------------------------------------------------------

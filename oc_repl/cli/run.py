@@ -2,46 +2,62 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+from oc_repl.cli.report import report_error
 from oc_repl.config import RunSettings
+from oc_repl.errors import OcReplError, UsageError
 from oc_repl.session import Fanout, Session
 
 
-def _interrupt_on_sigterm() -> None:
-    # A terminated run cleans up like an interrupted one: sessions killed, transcript closed.
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
-
-
-def run_task(settings: RunSettings, instruction: str) -> int:
+def open_transcript(settings: RunSettings, thread: str) -> Any:
+    """The run's transcript writer; a path that cannot be written is a usage error, before anything runs."""
     from oc_repl.transcript import TranscriptWriter, default_path
 
-    _interrupt_on_sigterm()
+    path = settings.transcript or default_path(thread)
+    try:
+        return TranscriptWriter(path, secrets=(settings.api_key,))
+    except OSError as exc:
+        raise UsageError(f"cannot write the transcript to {path}: {exc.strerror or exc}") from exc
+
+
+def renderer_for(settings: RunSettings) -> Callable[[Any], None]:
     if settings.json_output:
         from oc_repl.render.jsonl import JsonlRenderer
 
-        renderer: Callable[[Any], None] = JsonlRenderer()
-    else:
-        from oc_repl.render.human import HumanRenderer
+        return JsonlRenderer()
+    from oc_repl.render.human import HumanRenderer
 
-        renderer = HumanRenderer()
-    transcript = TranscriptWriter(
-        settings.transcript or default_path(uuid.uuid4().hex[:12]), secrets=(settings.api_key,)
-    )
-    result = Session(settings, Fanout(transcript, renderer)).run(instruction, close_after=True)
-    transcript.close()
-    if not settings.json_output and result.final_answer:
-        answer = result.final_answer.rstrip("\n")
-        if sys.stdout.isatty():  # on a terminal the answer is display, and gets the same cleaning as the rest
-            from oc_repl.render.sanitize import sanitize
+    return HumanRenderer()
 
-            answer = sanitize(answer)
-        sys.stdout.write(answer + "\n")
+
+def run_task(settings: RunSettings, instruction: str) -> int:
+    try:
+        transcript = open_transcript(settings, uuid.uuid4().hex[:12])
+        session = Session(settings, Fanout(transcript, renderer_for(settings)))
+    except OcReplError as exc:
+        return report_error(exc)
+    session.transcript_path = str(transcript.path)
+    try:
+        result = session.run(instruction, close_after=True)
+    finally:
+        transcript.close()
+    try:
+        if not settings.json_output and result.final_answer:
+            answer = result.final_answer.rstrip("\n")
+            if sys.stdout.isatty():  # on a terminal the answer is display, and gets the same cleaning as the rest
+                from oc_repl.render.sanitize import sanitize
+
+                answer = sanitize(answer)
+            sys.stdout.write(answer + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        from oc_repl.render.jsonl import silence_stdout
+
+        silence_stdout()
+    if not settings.json_output:
+        sys.stderr.write(f"transcript: {transcript.path}  (replay: oc-repl show {transcript.path})\n")
     return result.exit_code

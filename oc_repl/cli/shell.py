@@ -16,9 +16,10 @@ from rich.console import Console
 from rich.text import Text
 
 from oc_repl import events as ev
-from oc_repl import paths
+from oc_repl import paths, signals
 from oc_repl.config import RunSettings
-from oc_repl.errors import OcReplError, UsageError
+from oc_repl.errors import OcReplError, Terminated, UsageError
+from oc_repl.outcome import Status, exit_code
 from oc_repl.render.human import HumanRenderer
 from oc_repl.render.sanitize import sanitize
 from oc_repl.session import Fanout, Session
@@ -147,18 +148,28 @@ class Shell:
         self.console.print(
             Text("oc-repl — type a task; /help for commands; Alt-Enter for a newline; Ctrl-D leaves", style="dim")
         )
+        code = 0
         try:
-            while self._one_line():
-                pass
-        finally:  # whatever happens, a created container is removed and the transcript closed
-            self.session.close()
-            self.transcript.close()
-        return 0
+            with signals.stoppable():  # SIGTERM and SIGHUP (the terminal closed) leave the shell, cleaning up
+                while self._one_line() and not self.session.terminated:
+                    pass
+        except Terminated:
+            code = exit_code(Status.INTERRUPTED)
+        finally:  # whatever happens, a created container is removed and the transcript closed, to the end
+            with signals.deferred():
+                self.session.close()
+                self.transcript.close()
+        if self.session.terminated:
+            code = exit_code(Status.INTERRUPTED)
+        self.console.print(Text(f"transcript: {self.transcript.path}", style="dim"))
+        return code
 
     def _one_line(self) -> bool:
         """Read and act on one line; False when the shell should end."""
         try:
             line = self.prompt.prompt("› ").strip()
+        except Terminated:
+            raise
         except KeyboardInterrupt:
             return True  # Ctrl-C at the prompt clears the line
         except EOFError:
@@ -170,8 +181,10 @@ class Shell:
                 self._task(line)
         except OcReplError as exc:
             self.renderer(ev.Error(kind=exc.kind, message=exc.message, hint=exc.hint))
+        except Terminated:
+            raise
         except KeyboardInterrupt:
-            self.console.print(Text("interrupted", style="yellow"))
+            self.console.print(Text("\ninterrupted", style="yellow"))
         except Exception as exc:  # a bad command must not take the session down with it
             self.renderer(ev.Error(kind="internal", message=f"{type(exc).__name__}: {exc}"))
         return True

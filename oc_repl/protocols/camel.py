@@ -207,11 +207,19 @@ class CamelProtocol:
                 exc.output if self.exact else self.notices.render("interrupted", name=name, output=exc.output)
             )
             self._record(reply, calls[: len(results)], results, feedback)
-            raise KeyboardInterrupt from None
+            raise exc.reason from None
         self._record(reply, calls, results, feedback)
+        if self._waiting(calls, tools):
+            return Step()  # looking at a job that is still running is waiting, not looping: no fingerprint
         payload = [[call.name, call.arguments, result] for call, result in zip(calls, results, strict=True)] + feedback
         fingerprint = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
         return Step(parse_error=bool(feedback), fingerprint=fingerprint)
+
+    @staticmethod
+    def _waiting(calls: list[ToolCall], tools: CamelTerminalTools) -> bool:
+        """Every call only looked at a session, and one of them is still running."""
+        views = [call.arguments.get("id") for call in calls if call.name == "shell_view"]
+        return len(views) == len(calls) and any(tools.running(id) for id in views)
 
     def _calls_and_feedback(self, reply: Reply) -> tuple[list[ToolCall], list[str]]:
         """The calls to run and what the model is told about the ones that cannot run (the project's rules)."""

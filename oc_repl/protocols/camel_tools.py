@@ -77,11 +77,12 @@ class ToolCallError(Exception):
 
 
 class ToolInterrupted(KeyboardInterrupt):
-    """The user stopped a call half-way; `output` is what it printed until then, as the tool would show it."""
+    """A call stopped half-way (Ctrl-C, a signal, the agent's deadline: `reason`); `output` is what it printed until
+    then, as the tool would show it."""
 
-    def __init__(self, output: str) -> None:
+    def __init__(self, output: str, reason: KeyboardInterrupt) -> None:
         super().__init__(output)
-        self.output = output
+        self.output, self.reason = output, reason
 
 
 def cap_text(text: str, limit: int, notices: Templates) -> str:
@@ -225,9 +226,9 @@ class CamelTerminalTools:
         proc = self.sandbox.spawn(command, tty=False, cwd=self.workdir)
         try:
             finished = proc.wait(limit)
-        except KeyboardInterrupt:  # the user stopped the turn: the command goes with it, its output is kept
+        except KeyboardInterrupt as stop:  # the turn stops: the command goes with it, its output is kept
             proc.kill()
-            raise ToolInterrupted(self._blocking_text(proc.read_available())) from None
+            raise ToolInterrupted(self._blocking_text(proc.read_available()), stop) from None
         if not finished:
             if proc.alive():
                 self._register(id, _Session(proc, overran=True))
@@ -291,6 +292,11 @@ class CamelTerminalTools:
         except SandboxError as exc:
             return ToolResult(self.m.render("file.error", file_path=file_path, error=exc), "failed", path=target)
         return ToolResult(self.m.render("file.ok", file_path=file_path), path=target, created=created)
+
+    def running(self, id: Any) -> bool:
+        """A session of this id is still running (its end not yet reported)."""
+        session = self._sessions.get(id) if isinstance(id, str) else None
+        return session is not None and not session.ended and session.proc.alive()
 
     def close_sessions(self) -> None:
         """Kill every session still running (the loop calls this when the episode ends)."""

@@ -150,6 +150,8 @@ class TerminusProtocol:
         if not terminal.alive():  # upstream ends the episode once its terminal is gone
             return Step(done=True, final_answer="The terminal session ended.")
         keys = [c.keystrokes for c in parsed.commands]
+        if not any(keys) and not terminal.probe().idle:
+            return Step()  # an empty wait while a command still runs is waiting, not looping: no fingerprint
         fingerprint = hashlib.sha256(json.dumps([keys, observation]).encode()).hexdigest()
         return Step(fingerprint=fingerprint)
 

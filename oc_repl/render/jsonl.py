@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, TextIO
 
+from oc_repl.events import to_json
+
 # The wire traffic is kept in the transcript; repeating the whole history every turn would swamp readers.
 SKIPPED_TYPES = {"request.sent", "response.received"}
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null once its reader is gone (`| head -n 1`): what is still buffered can never be written,
+    and flushing it again at exit would fail the run's exit status."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 class JsonlRenderer:
@@ -16,5 +27,10 @@ class JsonlRenderer:
     def __call__(self, event: Any) -> None:
         if event.type in SKIPPED_TYPES:
             return
-        self.out.write(event.model_dump_json() + "\n")
-        self.out.flush()
+        try:
+            self.out.write(to_json(event) + "\n")
+            self.out.flush()
+        except BrokenPipeError:  # the caller drops this sink; the run goes on
+            if self.out is sys.stdout:
+                silence_stdout()
+            raise

@@ -35,8 +35,10 @@ def load_task_dir(path: Path) -> TaskDir:
         raise UsageError(f"{path} is not a terminal-bench task directory: it has no task.yaml")
     try:
         data = yaml.safe_load(spec.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise UsageError(f"cannot parse {spec}: {exc}") from exc
+    except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {spec}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise UsageError(f"{spec} must be a mapping of keys (instruction, max_agent_timeout_sec, ...)")
     instruction = data.get("instruction")
     if not isinstance(instruction, str) or not instruction.strip():
         raise UsageError(f"{spec} has no instruction")
@@ -47,9 +49,16 @@ def load_task_dir(path: Path) -> TaskDir:
         path=path.resolve(),
         name=path.resolve().name,
         instruction=instruction,
-        max_agent_timeout_sec=float(data.get("max_agent_timeout_sec", 360)),
-        max_test_timeout_sec=float(data.get("max_test_timeout_sec", 60)),
+        max_agent_timeout_sec=_seconds(data, "max_agent_timeout_sec", 360.0, spec),
+        max_test_timeout_sec=_seconds(data, "max_test_timeout_sec", 60.0, spec),
     )
+
+
+def _seconds(data: dict, key: str, default: float, spec: Path) -> float:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+        raise UsageError(f"{spec}: {key} must be a positive number of seconds, not {value!r}")
+    return float(value)
 
 
 @dataclass
