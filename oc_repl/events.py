@@ -133,6 +133,7 @@ class ThreadStarted:
     api_base: str
     task_name: str = ""
     task: str = ""  # the instruction given
+    workdir: str = ""  # where the model's commands start
     exact: bool = False
     assets: list[AssetInfo] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)
@@ -231,7 +232,7 @@ class ThreadCompleted:
     exit_code: int
     final_answer: str = ""
     turns: int = 0
-    tool_calls_native: int = 0
+    tool_calls_native: int = 0  # in this task
     tool_calls_salvaged: int = 0
     kept_container: str = ""  # a container left running on purpose (--keep)
     transcript: str = ""  # where this run's transcript is

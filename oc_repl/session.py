@@ -194,6 +194,7 @@ class Session:
     def run(self, instruction: str, close_after: bool = False) -> TaskResult:
         """One task in the current conversation, then the verifier, then `thread.completed`."""
         outcome, verify, kept = Outcome(), None, ""
+        calls_before = (self.client.native_calls, self.client.salvaged_calls)
         with signals.stoppable():
             try:
                 outcome = self._run(instruction)
@@ -224,8 +225,8 @@ class Session:
                     exit_code=exit_code(status),
                     final_answer=outcome.final_answer,
                     turns=outcome.turns,
-                    tool_calls_native=self.client.native_calls,
-                    tool_calls_salvaged=self.client.salvaged_calls,
+                    tool_calls_native=self.client.native_calls - calls_before[0],
+                    tool_calls_salvaged=self.client.salvaged_calls - calls_before[1],
                     kept_container=kept,
                     transcript=self.transcript_path,
                 )
@@ -289,6 +290,7 @@ class Session:
             api_base=s.api_base,
             task_name=task.name,
             task=task.instruction,
+            workdir=protocol.working_directory(sandbox) if sandbox is not None else "",
             assets=[ev.AssetInfo(**vars(a)) for a in protocol.assets()],
             exact=s.exact,
             options={

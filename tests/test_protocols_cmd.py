@@ -105,8 +105,11 @@ def test_list_follows_user_folders(tmp_path):
     assert xml["source"] == "user" and xml["path"] == str(config / "terminus-xml" / "prompt.txt")
     assert xml["upstream"] == "differs"
     short = found["camel-short"]
-    assert short["kind"] == "camel" and set(short["by_asset"]) == {"system.txt", "tools.json"}
+    assert short["kind"] == "camel" and set(short["by_asset"]) == set(CAMEL_ASSETS)
     assert short["by_asset"]["tools.json"]["source"] == "built-in"
+
+
+CAMEL_ASSETS = ("system.txt", "tools.json", "toolkit.toml", "agent.toml", "notices.toml")
 
 
 # --- show ----------------------------------------------------------------------------------------------------------
@@ -131,7 +134,7 @@ def test_show_camel_prints_the_first_request(tmp_path):
     assert (request["temperature"], request["top_p"], request["max_tokens"]) == (1.0, 1.0, 1000)
     tools = (data_dir("camel-terminal-toolkit") / "tools.json").read_bytes()
     assert "\n".join(json.dumps(t) for t in request["tools"]).encode() == tools
-    assert {a["name"]: a["source"] for a in document["assets"]} == {"system.txt": "built-in", "tools.json": "built-in"}
+    assert {a["name"]: a["source"] for a in document["assets"]} == dict.fromkeys(CAMEL_ASSETS, "built-in")
 
 
 def test_show_terminus_xml_uses_a_placeholder_screen(tmp_path):

@@ -171,6 +171,10 @@ class CamelProtocol:
             found.append(self.notices.asset)
         return [copy.copy(asset) for asset in found if asset is not None]
 
+    def working_directory(self, sandbox: Sandbox) -> str:
+        """As trained: /workspace in a container (or --workdir), the sandbox directory on local:."""
+        return self.workdir or sandbox.workdir
+
     def close(self) -> None:
         """Kill the sessions the model started (the loop's caller does this when the conversation ends)."""
         if self._toolbox is not None:

@@ -69,5 +69,8 @@ class RawProtocol:
             return []
         return [Asset("system", hashlib.sha256(self.system.encode()).hexdigest(), "user")]
 
+    def working_directory(self, sandbox: Sandbox) -> str:
+        return ""  # nothing runs
+
     def close(self) -> None:
         pass

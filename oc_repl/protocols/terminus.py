@@ -68,7 +68,7 @@ class TerminusProtocol:
                 raise ValueError("a terminus protocol needs the sandbox when it starts")
             self.close()
             # As upstream: the shell starts in the image's WORKDIR; locally, on a tmux server of our own.
-            cwd = getattr(sandbox, "image_workdir", None) or sandbox.workdir
+            cwd = self.working_directory(sandbox)
             # tmux where the sandbox has it, as upstream runs; else a pty with the screen kept here.
             # OC_REPL_TERMINAL=tmux|pty forces one.
             choice = os.environ.get("OC_REPL_TERMINAL") or "auto"
@@ -112,6 +112,10 @@ class TerminusProtocol:
     def assets(self) -> list[Asset]:
         found = [self._asset, self.m.asset] + ([] if self.exact else [self.notices.asset])
         return [asset for asset in found if asset is not None]
+
+    def working_directory(self, sandbox: Sandbox) -> str:
+        """As terminal-bench: the image's WORKDIR in a container; the sandbox directory on local:."""
+        return getattr(sandbox, "image_workdir", None) or sandbox.workdir
 
     def close(self) -> None:
         if self._terminal is not None:

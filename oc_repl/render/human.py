@@ -2,24 +2,46 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.console import Console
+from rich.live import Live
 from rich.panel import Panel
+from rich.spinner import Spinner
 from rich.text import Text
 
 from oc_repl.render.sanitize import fold, sanitize
+
+# Lines that are not a terminal's are not wrapped at an imagined 80 columns.
+UNWRAPPED = 240
+
+
+class _Waiting:
+    """A spinner with the seconds spent waiting for the model's first token, redrawn by rich's Live."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.spinner = Spinner("dots", style="dim")
+
+    def __rich__(self) -> Spinner:
+        self.spinner.update(text=Text(f"waiting for the model · {time.monotonic() - self.started:.0f}s", style="dim"))
+        return self.spinner
 
 
 class HumanRenderer:
     def __init__(self, console: Console | None = None, show_reasoning: bool = True) -> None:
         self.console = console or Console(stderr=True, highlight=False)
+        if not self.console.is_terminal:
+            self.console.width = UNWRAPPED
         self.show_reasoning = show_reasoning
         self._streaming: str | None = None  # id of the item whose text is being streamed
         self._streamed: set[str] = set()
+        self._waiting: Live | None = None
 
     def __call__(self, event: Any) -> None:
         handler = getattr(self, "on_" + event.type.replace(".", "_"), None)
+        self._stop_waiting()
         if event.type != "item.updated":
             self._end_stream()
         if handler:
@@ -30,8 +52,23 @@ class HumanRenderer:
             self.console.print()
             self._streaming = None
 
+    def _stop_waiting(self) -> None:
+        if self._waiting is not None:
+            self._waiting.stop()
+            self._waiting = None
+
+    def on_request_sent(self, e: Any) -> None:
+        """A sign of life until the first token: a slow server can take many seconds."""
+        if self.console.is_terminal:
+            self._waiting = Live(_Waiting(), console=self.console, refresh_per_second=4, transient=True)
+            self._waiting.start()
+
     def on_thread_started(self, e: Any) -> None:
-        self.console.print(Text(f"oc-repl · {e.model} · {e.protocol} · {e.sandbox}", style="bold"))
+        where = f" · cwd {e.workdir}" if getattr(e, "workdir", "") else ""
+        header = f"oc-repl · {e.model} · {e.protocol} · {e.sandbox}{where}"
+        self.console.print(Text(header, style="bold"), soft_wrap=True)
+        if e.task:
+            self.console.print(Text(f"task: {sanitize(e.task)}", style="bold cyan"), soft_wrap=True)
 
     def on_turn_started(self, e: Any) -> None:
         self.console.rule(Text(f"turn {e.turn}/{e.max_turns}", style="dim"), style="dim")
@@ -92,6 +129,8 @@ class HumanRenderer:
             self.console.print(Text(fold(sanitize(e.output_tail), 0, 15), style="dim"))
 
     def on_thread_completed(self, e: Any) -> None:
+        if e.status == "interrupted":
+            self.console.print()  # the terminal echoed ^C where the cursor was: start a line of our own
         style = "green" if e.exit_code == 0 else "red"
         calls = f" · tool calls {e.tool_calls_native} native / {e.tool_calls_salvaged} salvaged"
         self.console.print(Text(f"■ {e.status} · exit {e.exit_code} · {e.turns} turns{calls}", style=style))
