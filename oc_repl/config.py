@@ -113,6 +113,19 @@ EXACT: dict[str, Any] = {
 EXACT_FORBIDS: dict[str, Any] = {"temperature": None, "top_p": None, "max_tokens": None}
 CAMEL_TRAINING_TURNS = 10  # the episode length the checkpoint was trained with
 
+SANDBOX_SCHEMES = ("local", "docker", "docker-image")
+
+
+def check_sandbox_spec(spec: str) -> None:
+    """A sandbox is named scheme:target; anything else is refused at once, not at the first task."""
+    scheme, sep, target = spec.partition(":")
+    if not sep or not target or scheme not in SANDBOX_SCHEMES:
+        raise UsageError(
+            f"sandbox {spec!r} is not of the form scheme:target",
+            hint="use local:<dir>, docker:<container> or docker-image:<image>",
+        )
+
+
 FILE_KEYS = set(RunSettings.model_fields) - {"json_output", "yes", "transcript", "task", "image", "keep"}
 
 
@@ -122,6 +135,8 @@ def config_path() -> Path:
 
 def load_file(path: Path | None, profile: str | None) -> dict[str, Any]:
     """Top-level keys of the file, overlaid by `[profiles.NAME]` when a profile is chosen."""
+    if path is not None and not path.is_file():
+        raise UsageError(f"no config file at {path}")
     path = path or config_path()
     if not path.exists():
         if profile:
@@ -153,4 +168,12 @@ def validate(values: dict[str, Any]) -> RunSettings:
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise UsageError(f"invalid settings: {problems}") from exc
+    check_sandbox_spec(settings.sandbox)
+    if settings.verify_file is not None:
+        try:
+            empty = not settings.verify_file.read_bytes().strip()
+        except OSError as exc:
+            raise UsageError(f"cannot read the verify file {settings.verify_file}: {exc.strerror}") from exc
+        if empty:
+            raise UsageError(f"the verify file {settings.verify_file} is empty: it would pass whatever happened")
     return settings.with_exact()

@@ -149,11 +149,15 @@ class Session:
 
     def open_sandbox(self) -> Sandbox:
         if self.sandbox is None:
-            from oc_repl.sandbox import open_sandbox
-
-            _consent(self.settings)
-            self.sandbox = open_sandbox(self.settings.sandbox, **_sandbox_options(self.settings))
+            self.sandbox = self.try_sandbox()
         return self.sandbox
+
+    def try_sandbox(self) -> Sandbox:
+        """A sandbox for the current settings, after consent; the session's own is left as it is."""
+        from oc_repl.sandbox import open_sandbox
+
+        _consent(self.settings)
+        return open_sandbox(self.settings.sandbox, **_sandbox_options(self.settings))
 
     def open_protocol(self) -> AgentProtocol:
         if self.protocol is None:

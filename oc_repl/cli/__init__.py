@@ -176,11 +176,18 @@ def show(transcript: Path) -> None:
     from oc_repl.transcript import read_events
 
     render = HumanRenderer()
+    bad: list[tuple[int, str]] = []
+    shown = 0
     # A viewer shows what it can: a line cut by a crash, or written by another version, is reported and skipped.
-    for event in read_events(
-        transcript, on_bad_line=lambda number, why: click.echo(f"oc-repl: line {number} skipped: {why}", err=True)
-    ):
+    for event in read_events(transcript, on_bad_line=lambda number, why: bad.append((number, why))):
         render(event)
+        shown += 1
+    if bad and not shown:
+        from oc_repl.errors import UsageError
+
+        sys.exit(report_error(UsageError(f"{transcript} is not an oc-repl transcript: {bad[0][1]}")))
+    for number, why in bad:
+        click.echo(f"oc-repl: line {number} skipped: {why}", err=True)
 
 
 main.add_command(doctor)

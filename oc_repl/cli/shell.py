@@ -231,12 +231,19 @@ class Shell:
         self.session.client.model = arg
 
     def cmd_sandbox(self, arg: str) -> None:
-        if ":" not in arg:
-            raise UsageError("/sandbox needs a spec such as local:/tmp/work or docker:NAME")
-        self.session.close()
+        from oc_repl.config import check_sandbox_spec
+
+        check_sandbox_spec(arg)
+        old_settings, old_approval = self.settings, self.approval
         self._update(sandbox=arg)
         self.approval = self._default_approval(arg)  # a move onto this host asks again, whatever came before
-        self.session.open_sandbox()
+        try:
+            replacement = self.session.try_sandbox()
+        except BaseException:  # the switch failed (or was refused): the working sandbox stays
+            self.session.settings, self.approval = old_settings, old_approval
+            raise
+        self.session.close()
+        self.session.sandbox = replacement
 
     def cmd_turns(self, arg: str) -> None:
         if not arg.isdecimal() or int(arg) < 1:

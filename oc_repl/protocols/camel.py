@@ -15,15 +15,14 @@ import copy
 import hashlib
 import itertools
 import json
-import re
 import secrets
 from dataclasses import replace
 from typing import Any, Literal
 
-from oc_repl.client.wire import parse_arguments, salvage_calls
 from oc_repl.errors import ParseErrorLimit, UsageError
 from oc_repl.events import CommandExecution, FileChange, FileUpdate, ItemCompleted, ItemStarted, ParseError, new_id
 from oc_repl.protocols import load_asset
+from oc_repl.protocols.camel_calls import calls_and_feedback, training_calls
 from oc_repl.protocols.camel_tools import (
     OBSERVATION_LIMIT,
     SIGNATURES,
@@ -54,8 +53,6 @@ NOTICES_SPEC = {
     "unterminated": (),
     "interrupted": ("name", "output"),
 }
-# The training harness's tool-call block, exactly: its parse-error check matched only this framing.
-_TRAINING_BLOCK = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.S)
 PARSE_ERROR_TOOL = "json_parse_error"  # the call the training harness put in the history for a block it could not read
 
 
@@ -184,13 +181,13 @@ class CamelProtocol:
 
     def step(self, reply: Reply, sandbox: Sandbox, emit: Emit, approve: Approve = allow_all) -> Step:
         if self.exact:
-            calls, unreadable = self._training_calls(reply)
+            calls, unreadable = training_calls(reply)
             if unreadable is not None:
                 self._training_parse_error(*unreadable, emit)
                 return Step(parse_error=True)
             feedback: list[str] = []
         else:
-            calls, feedback = self._calls_and_feedback(reply)
+            calls, feedback = calls_and_feedback(reply, self.agent, self.notices)
             for text in feedback:
                 emit(ItemCompleted(item=ParseError(id=new_id(), message=text.split("\n", 1)[0], feedback=text)))
             if feedback:  # the limit counts replies, as training did: one unreadable reply is one strike
@@ -224,65 +221,6 @@ class CamelProtocol:
         """Every call only looked at a session, and one of them is still running."""
         views = [call.arguments.get("id") for call in calls if call.name == "shell_view"]
         return len(views) == len(calls) and any(tools.running(id) for id in views)
-
-    def _calls_and_feedback(self, reply: Reply) -> tuple[list[ToolCall], list[str]]:
-        """The calls to run and what the model is told about the ones that cannot run (the project's rules)."""
-        if reply.cut_off:
-            return [], [self.notices.render("cut_off")]
-        reasons = [self._unreadable(block) for block in reply.malformed_calls]
-        broken = any(reason is not None for reason in reasons)
-        feedback = []
-        for block, reason in zip(reply.malformed_calls, reasons, strict=True):
-            if reason is not None:
-                feedback.append(reason)
-            elif broken:  # readable, but a sibling in the same reply was not, and none of the reply's calls ran
-                feedback.append(self.notices.render("held_back", name=_call_name(block)))
-        return list(reply.tool_calls), feedback
-
-    def _unreadable(self, block: str) -> str | None:
-        """Why a <tool_call> block cannot run, as the model is told it; None when it is a readable call."""
-        body = block.strip().removeprefix("<tool_call>")
-        if not body.rstrip().endswith("</tool_call>"):
-            return self._not_a_call("unterminated", block)
-        body = body.rstrip().removesuffix("</tool_call>").strip()
-        try:
-            parsed = json.loads(body)
-        except json.JSONDecodeError as exc:
-            return self.agent.render("parse_error", error=exc, content=body[:200])
-        except RecursionError:
-            return self._not_a_call("not_object", block)
-        if not isinstance(parsed, dict):
-            return self._not_a_call("not_object", block)
-        if not isinstance(parsed.get("name"), str) or not parsed["name"]:
-            return self._not_a_call("no_name", block)
-        arguments = parsed["arguments"] if "arguments" in parsed else parsed.get("parameters", {})
-        if arguments is not None and parse_arguments(arguments) is None:
-            return self._not_a_call("arguments_not_object", block, tool=parsed["name"], got=_json_kind(arguments))
-        return None
-
-    def _not_a_call(self, why: str, block: str, **fields: str) -> str:
-        reason = self.notices.render(why, **fields)
-        return self.notices.render("not_a_call", reason=reason, content=block[:200])
-
-    def _training_calls(self, reply: Reply) -> tuple[list[ToolCall], tuple[str, str] | None]:
-        """The calls as training ran them, or the error and text of the block its harness reported.
-
-        sglang's qwen25 parser ran every complete block whose name is a tool (unknown names were dropped), also in
-        a reply cut by the token limit; the harness looked for an unreadable block only when no call was parsed,
-        reported the first one, and a reply with neither ended the episode.
-        """
-        calls = list(reply.tool_calls)
-        if reply.truncated:  # the client holds back a cut reply's calls; training ran the complete ones
-            calls += salvage_calls("\n".join(reply.malformed_calls))[0]
-        calls = [call for call in calls if call.name in SIGNATURES]
-        if calls:
-            return calls, None
-        for match in _TRAINING_BLOCK.finditer(reply.raw_content):
-            try:
-                json.loads(match.group(1).strip())
-            except (json.JSONDecodeError, RecursionError) as exc:
-                return [], (str(exc), match.group(1))
-        return [], None
 
     def _training_parse_error(self, error: str, block: str, emit: Emit) -> None:
         """As the training harness answered an unreadable block: a call of its own naming the block, and its result."""
@@ -341,7 +279,13 @@ class CamelProtocol:
             return result.text
         command = _describe(call)
         emit(ItemStarted(item=CommandExecution(id=item_id, tool=call.name, command=command)))
-        result = self._call(call, tools, approve)
+        try:
+            result = self._call(call, tools, approve)
+        except ToolInterrupted as exc:  # what it printed before it was stopped is shown, too
+            stopped = CommandExecution(id=item_id, tool=call.name, command=command, aggregated_output=exc.output)
+            stopped.status = "failed"
+            emit(ItemCompleted(item=stopped))
+            raise
         if isinstance(result, str):
             item = CommandExecution(id=item_id, tool=call.name, command=command, aggregated_output=result)
             item.status = "failed"
@@ -399,16 +343,3 @@ class CamelProtocol:
     def _flush_results(self) -> None:
         self._messages.extend(self._pending())
         self._results = []
-
-
-def _call_name(block: str) -> str:
-    try:
-        return str(json.loads(block.strip().removeprefix("<tool_call>").removesuffix("</tool_call>"))["name"])
-    except (ValueError, KeyError, TypeError, RecursionError):
-        return "tool call"
-
-
-def _json_kind(value: Any) -> str:
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else f"{type(value).__name__}"

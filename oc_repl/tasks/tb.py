@@ -126,7 +126,8 @@ def build_image(task: TaskDir, pull: bool = False) -> str:
             except docker.errors.ImageNotFound as exc:
                 raise SandboxError(
                     f"task {task.name} builds FROM {base}, which is not available locally",
-                    hint="build or load that image first (e.g. .ci/test-image.sh for the examples), or pass --image",
+                    hint=f"make {base} available to this daemon first (docker build -t {base} ..., or docker load), "
+                    "then run again: the task's Dockerfile builds on it",
                 ) from exc
             except docker.errors.APIError as exc:  # e.g. a name the daemon cannot parse
                 raise SandboxError(f"task {task.name} builds FROM {base}: {exc.explanation or exc}") from exc
