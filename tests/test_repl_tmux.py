@@ -222,3 +222,67 @@ def test_bad_commands_are_errors_not_crashes(shell):
     sh.wait_for("turn 0/3")  # the toolbar shows the new cap at once
     sh.type_line("/exit")
     sh.wait_for("oc-repl-exit-status=0")
+
+
+def test_10_15_ctrl_d_at_the_approval_prompt_declines(tmp_path, serve):
+    server = serve({"replies": [exec_call("echo never > c.txt"), answer("went on")]})
+    sh = TmuxShell(tmp_path, server.url)
+    try:
+        sh.type_line("one command")
+        sh.wait_for("approve?")
+        sh.send("C-d")
+        sh.wait_for("went on")
+        sh.wait_for_prompt(2)
+        assert not (sh.work / "c.txt").exists()
+        assert "declined" in server.chat_requests()[-1]["body"]["messages"][-1]["content"]
+    finally:
+        sh.close()
+
+
+def test_10_10_sigterm_to_the_shell_cleans_up_and_leaves(shell):
+    marker = "sleep 77.5"
+    start = {"text": call_text("shell_exec", {"id": "bg", "command": marker, "block": False, "timeout": None})}
+    sh = shell({"replies": [start, answer("started it")]})
+    sh.type_line("start a background job")
+    sh.wait_for("started it")
+    sh.wait_for_prompt(2)
+    assert subprocess.run(["pgrep", "-f", marker], capture_output=True).stdout
+    pid = sh.display("#{pane_pid}")
+    shell_pid = subprocess.run(["pgrep", "-P", pid, "-f", "oc_repl"], capture_output=True, text=True).stdout.split()
+    subprocess.run(["kill", "-TERM", *shell_pid], check=True)
+    screen = sh.wait_for("oc-repl-exit-status=130")
+    assert "transcript: " in screen
+    assert not subprocess.run(["pgrep", "-f", marker], capture_output=True).stdout
+
+
+def test_11_5_a_failed_sandbox_switch_keeps_the_working_sandbox(shell):
+    sh = shell({"replies": [exec_call("pwd > where.txt"), answer("noted")]})
+    sh.type_line("/sandbox docker:oc-repl-no-such-container")
+    sh.wait_for("error:")
+    sh.wait_for_prompt(2)
+    sh.type_line("where am I")
+    sh.wait_for("noted")
+    assert (sh.work / "where.txt").read_text().strip() == str(sh.work)
+    assert "· local:" in sh.screen().splitlines()[-1] or "local:" in sh.screen()
+
+
+def test_11_5_an_interrupt_ends_on_its_own_line_and_counts_are_per_task(shell):
+    sh = shell({"replies": [exec_call("echo one"), answer("first"), exec_call("sleep 97.5", timeout=300), answer("x")]})
+    sh.type_line("first task")
+    sh.wait_for("first")
+    sh.wait_for("tool calls 1 native")
+    sh.type_line("second task")
+    sh.wait_for("sleep 97.5")
+    time.sleep(0.3)
+    sh.send("C-c")
+    screen = sh.wait_for("■ interrupted")
+    assert "^C■" not in screen
+    assert "tool calls 1 native" in screen.split("■ interrupted")[1]
+
+
+def test_11_5_a_slow_model_shows_a_spinner_with_the_seconds(shell):
+    sh = shell({"replies": [{**answer("slow answer"), "delay": 3}]})
+    sh.type_line("take your time")
+    sh.wait_for("waiting for the model")
+    sh.wait_for("slow answer", timeout=20)
+    assert "waiting for the model" not in sh.screen().split("slow answer")[-1]

@@ -161,7 +161,7 @@ class Shell:
                 self.transcript.close()
         if self.session.terminated:
             code = exit_code(Status.INTERRUPTED)
-        self.console.print(Text(f"transcript: {self.transcript.path}", style="dim"))
+        self.console.print(Text(f"transcript: {self.transcript.path}", style="dim"), soft_wrap=True)
         return code
 
     def _one_line(self) -> bool:
