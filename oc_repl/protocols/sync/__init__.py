@@ -182,7 +182,7 @@ ASSETS = {
     "terminus": [
         f"{protocol}/{filename}"
         for protocol in ("terminus-json", "terminus-xml")
-        for filename in ("prompt.txt", "timeout.txt")
+        for filename in ("prompt.txt", "timeout.txt", "messages.toml")
     ],
     "camel": ["camel-terminal-toolkit/tools.json"],
     "openclaw": ["camel-terminal-toolkit/system.txt"],
