@@ -116,13 +116,14 @@ class Findings:
     names: list[str] = field(default_factory=list)
     error_name: str = ""  # the latest error rendered: parsing stops at an error, so it is the one reported
 
-    def warn(self, name: str, **fields: object) -> None:
-        self.items.append(self.m.render(name, **fields))
-        self.names.append(name)
+    # the template name is positional-only: templates have fields of their own called `name`
+    def warn(self, template: str, /, **fields: object) -> None:
+        self.items.append(self.m.render(template, **fields))
+        self.names.append(template)
 
-    def error(self, name: str, **fields: object) -> str:
-        self.error_name = name
-        return self.m.render(name, **fields)
+    def error(self, template: str, /, **fields: object) -> str:
+        self.error_name = template
+        return self.m.render(template, **fields)
 
     def demote(self, error: str) -> None:
         """The latest error, given as a warning instead."""
