@@ -1,6 +1,6 @@
 """Derive terminal-bench 0.2.18's wording for every template the terminus protocols use, by running its code.
 
-    python -E -s derive_terminus.py WHEEL OUT.json
+    python -E -S derive_terminus.py WHEEL OUT.json
 
 writes `{"terminus-json": {name: template}, "terminus-xml": {...}}`, the names of `terminus_parse.JSON_SPEC` and
 `XML_SPEC`. `protocols sync` runs it in a fresh interpreter (upstream's modules and their stand-ins never enter the

@@ -54,8 +54,9 @@ def derive_messages(wheel: Path) -> dict[str, bytes]:
 
     with tempfile.TemporaryDirectory(prefix="oc-repl-derive-") as temp:
         out = Path(temp) / "derived.json"
-        # -E -s: no PYTHON* variables, no user site-packages; the script's own folder gives it its sibling module
-        run([sys.executable, "-E", "-s", str(DERIVE), str(wheel), str(out)], timeout=300, cwd=Path(temp))
+        # -E -S: no PYTHON* variables and no site-packages (the standard library suffices); run by path, the
+        # script's own folder gives it its sibling module
+        run([sys.executable, "-E", "-S", str(DERIVE), str(wheel), str(out)], timeout=300, cwd=Path(temp))
         derived = json.loads(out.read_text(encoding="utf-8"))
     files = {}
     for protocol, fmt in FORMATS.items():
