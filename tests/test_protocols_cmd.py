@@ -21,12 +21,15 @@ from tests.conftest import cli_env, read_jsonl, run_cli
 FIXTURE = Path(__file__).parent / "fixtures" / "openclaw"
 FOUR = ["camel-terminal-toolkit", "terminus-json", "terminus-xml", "raw"]
 TOOLS = ["shell_exec", "shell_view", "shell_write_to_process", "shell_write_content_to_file"]
-# The hashes reference/protocols.md gives for terminal-bench 0.2.18's templates, and for the rendered prompt.
+# The hashes reference/protocols.md gives for terminal-bench 0.2.18's templates, those of the texts the sync derives
+# from its code (messages.toml), and the hash of the rendered OpenClaw-RL prompt.
 TERMINUS_SHA256 = {
     "terminus-json/prompt.txt": "a52a860b54a1cd9beb8ed4083fe8ad3bdf1a5df59c7c6767abfdc33c5359aff2",
     "terminus-xml/prompt.txt": "89c74ea0d7ffe6344e00cdff6c2e50af62bcc6735c53221efb95d65c7fb371af",
     "terminus-json/timeout.txt": "32bf9aa7b157a6a0e0ba0d33b81e59dd67204276f158afc1fe6cb684ced68872",
     "terminus-xml/timeout.txt": "32bf9aa7b157a6a0e0ba0d33b81e59dd67204276f158afc1fe6cb684ced68872",
+    "terminus-json/messages.toml": "b62f439ab6a8eb745d821c44098ad3b564452cdee3dbe010d60c426405596be9",
+    "terminus-xml/messages.toml": "898efedac843d2050f62c381267b3cc87b69e468e060f38730313a957a935a92",
 }
 OPENCLAW_SHA256 = "e7a8b69d1aec1cfaf2f3d62243ce2a48dd5b292a782fe0af7fd9cfcccc81f5bd"
 FIXTURE_PROMPT = "<role>\nFixture prompt for Linux (in Docker) on x86_64.\n</role>\n /no_think"
@@ -90,7 +93,10 @@ def test_list_shows_the_four_protocols_and_where_each_asset_comes_from(tmp_path)
     assert camel["system.txt"]["upstream"] == "differs" and camel["system.txt"]["upstream_sha256"] == OPENCLAW_SHA256
     assert camel["tools.json"]["upstream"] == "differs"
     terminus = found["terminus-json"]["by_asset"]
-    assert set(terminus) == {"prompt.txt", "timeout.txt"} and terminus["prompt.txt"]["upstream"] == "differs"
+    assert set(terminus) == {"prompt.txt", "timeout.txt", "messages.toml", "notices.toml"}
+    assert terminus["prompt.txt"]["upstream"] == terminus["messages.toml"]["upstream"] == "differs"
+    assert terminus["messages.toml"]["upstream_sha256"] == TERMINUS_SHA256["terminus-json/messages.toml"]
+    assert terminus["notices.toml"]["upstream"] == "unknown"  # the project's own: upstream has no person in its loop
     assert found["raw"]["assets"] == []
 
 
@@ -182,8 +188,9 @@ def test_sync_terminus_templates_from_the_package_index(serve, tmp_path):
 
     found = listing(tmp_path)
     for name in ("terminus-json", "terminus-xml"):
-        prompt = found[name]["by_asset"]["prompt.txt"]
-        assert (prompt["source"], prompt["upstream"]) == ("upstream", "match")
+        for asset in ("prompt.txt", "messages.toml"):
+            listed = found[name]["by_asset"][asset]
+            assert (listed["source"], listed["upstream"]) == ("upstream", "match")
     template = (upstream(tmp_path) / "terminus-json" / "prompt.txt").read_text()
     content = show(tmp_path, "terminus-json", "--task", "say hi")["request"]["messages"][0]["content"]
     assert content == template.format(instruction="say hi", terminal_state=SCREEN)
@@ -196,9 +203,12 @@ def test_sync_terminus_templates_from_the_package_index(serve, tmp_path):
     run = oc(tmp_path, *run_args(server, tmp_path, transcript, "--protocol", "terminus-json", "say hi"), timeout=120)
     assert run.returncode == 0, run.stderr
     started = read_jsonl(transcript)[0]
-    assert started["type"] == "thread.started"
+    assert started["type"] == "thread.started" and started["exact"] is False
+    notices = sha((data_dir("terminus-json") / "notices.toml").read_bytes())
     assert [(a["name"], a["source"], a["sha256"]) for a in started["assets"]] == [
-        ("prompt.txt", "upstream", TERMINUS_SHA256["terminus-json/prompt.txt"])
+        ("prompt.txt", "upstream", TERMINUS_SHA256["terminus-json/prompt.txt"]),
+        ("messages.toml", "upstream", TERMINUS_SHA256["terminus-json/messages.toml"]),
+        ("notices.toml", "built-in", notices),
     ]
     assert server.chat_requests()[0]["body"]["messages"][0]["content"].startswith(template.split("{")[0])
 

@@ -1,0 +1,110 @@
+"""terminal-bench 0.2.18 for the terminus tests: its wheel (downloaded from the package index once per machine and
+cached), the texts `protocols sync` derives from it, a data folder laid out as a sync leaves it, and the pieces that
+let upstream's agent and ours run side by side on the same replies and screens."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from oc_repl.protocols.sync.terminus import derive_messages
+from oc_repl.protocols.sync.terminus_upstream import PROMPTS, read_member
+from oc_repl.protocols.templates import Templates, parse
+from oc_repl.protocols.terminus_parse import SPECS
+from oc_repl.sandbox.terminal import Terminal
+
+VERSION = "0.2.18"
+WHEEL_SHA256 = "564e8f50968c91a9018edf62ed0c2cfb3a1cf068cf4f843bcaeed06d8340f2e8"
+FORMATS = {"json": "terminus-json", "xml": "terminus-xml"}
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("OC_REPL_CACHE") or Path.home() / ".cache" / "oc-repl-tests"
+    return Path(root) / f"terminal-bench-{VERSION}"
+
+
+def _download(target: Path) -> Path:
+    # The wheel declares Python >= 3.12; its code is run with stand-ins for its imports, which works from 3.10.
+    command = [sys.executable, "-m", "pip", "download", f"terminal-bench=={VERSION}", "--no-deps"]
+    command += [
+        "--ignore-requires-python",
+        "--only-binary=:all:",
+        "--timeout",
+        "20",
+        "--retries",
+        "1",
+        "-d",
+        str(target),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=100)
+    wheels = sorted(target.glob(f"terminal_bench-{VERSION}-*.whl"))
+    if done.returncode or not wheels:
+        lines = done.stderr.strip().splitlines() or [f"pip exited with {done.returncode}"]
+        raise OSError(lines[-1])
+    return wheels[0]
+
+
+def wheel() -> Path:
+    """The wheel, checked by its published sha256; skips the test when it cannot be had (fails it under CI=true)."""
+    cache = _cache_dir()
+    found = sorted(cache.glob(f"terminal_bench-{VERSION}-*.whl"))
+    try:
+        if not found:
+            cache.mkdir(parents=True, exist_ok=True)
+            found = [_download(cache)]
+    except (OSError, subprocess.SubprocessError) as exc:
+        reason = f"terminal-bench=={VERSION} could not be downloaded from the package index ({exc})"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason + "; CI=true, so this test may not be skipped", pytrace=False)
+        pytest.skip(reason + "; the comparison with upstream needs it")
+    assert hashlib.sha256(found[0].read_bytes()).hexdigest() == WHEEL_SHA256, f"{found[0]} is not the published wheel"
+    return found[0]
+
+
+def derived_files(wheel_path: Path) -> dict[str, bytes]:
+    """{protocol: messages.toml} exactly as `protocols sync` derives it (in a fresh interpreter)."""
+    return derive_messages(wheel_path)
+
+
+def templates(files: dict[str, bytes]) -> dict[str, Templates]:
+    """The derived texts loaded the way the protocols load theirs, by format."""
+    return {fmt: Templates(parse(files[name], SPECS[fmt], name)) for fmt, name in FORMATS.items()}
+
+
+def lay_out_sync(data_home: Path, wheel_path: Path, files: dict[str, bytes]) -> None:
+    """The upstream folder a terminus sync leaves under XDG_DATA_HOME: each protocol's prompt and messages."""
+    for fmt, name in FORMATS.items():
+        folder = data_home / "oc-repl" / "upstream" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "prompt.txt").write_bytes(read_member(wheel_path, PROMPTS[fmt]))
+        (folder / "messages.toml").write_bytes(files[name])
+
+
+class ScriptedTerminal(Terminal):
+    """The terminal the protocol drives, with the screens given in advance and no waiting: what upstream's agent is
+    shown can then be fed to ours, and the keys and waits each sends compared."""
+
+    def __init__(self, sandbox: object, screens: list[str]) -> None:
+        self.sandbox = sandbox  # type: ignore[assignment]
+        self.screens = list(screens)
+        self.sent: list[tuple[str, float]] = []
+
+    def send_keys(self, keys: str) -> None:
+        self.sent.append((keys, float("nan")))
+
+    def wait(self, duration: float, started: float, exact: bool = False) -> None:
+        self.sent[-1] = (self.sent[-1][0], duration)
+
+    def incremental_output(self) -> str:
+        return self.screens.pop(0)
+
+    def alive(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
