@@ -16,7 +16,7 @@ from oc_repl.protocols.sync.terminus import derive_messages
 from oc_repl.protocols.sync.terminus_upstream import PROMPTS, read_member
 from oc_repl.protocols.templates import Templates, parse
 from oc_repl.protocols.terminus_parse import SPECS
-from oc_repl.sandbox.terminal import Terminal
+from oc_repl.sandbox.terminal import Probe, Terminal
 
 VERSION = "0.2.18"
 WHEEL_SHA256 = "564e8f50968c91a9018edf62ed0c2cfb3a1cf068cf4f843bcaeed06d8340f2e8"
@@ -102,6 +102,9 @@ class ScriptedTerminal(Terminal):
 
     def incremental_output(self) -> str:
         return self.screens.pop(0)
+
+    def probe(self) -> Probe:
+        return Probe(idle=True, screen="")  # at its prompt: only loop detection asks, and upstream has none
 
     def alive(self) -> bool:
         return True
