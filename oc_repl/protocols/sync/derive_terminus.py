@@ -11,8 +11,9 @@ words like `qzxsent`, distinctive numbers like 23), escaping literal braces in w
 sentinel into its `{field}`. Each template is then proven: filled with a second, different set of values (braces,
 newlines, real-looking text), it must equal upstream's output for that set byte for byte, or the derivation fails.
 Where upstream words one sentence per case the project renders from one template (a field name, an auto-fix name),
-the template is proven for every case. The only words written here are the reply format's own names, and the joiners
-of lists the parsers build (`, `, ` → `), which a template that did not match would expose.
+the template is proven for every case. The only words written here are the reply format's own names (fields, tags,
+attributes, the five XML entities) and the joiners of the lists the parsers build (`, `, ` → `), which a template
+that did not match would expose.
 
 Standard library only, like terminus_upstream.py beside it: the interpreter needs nothing but the wheel.
 """
