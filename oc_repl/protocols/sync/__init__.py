@@ -184,8 +184,8 @@ ASSETS = {
         for protocol in ("terminus-json", "terminus-xml")
         for filename in ("prompt.txt", "timeout.txt")
     ],
-    "camel": ["camel-terminal-toolkit/tools.json"],
-    "openclaw": ["camel-terminal-toolkit/system.txt"],
+    "camel": ["camel-terminal-toolkit/tools.json", "camel-terminal-toolkit/toolkit.toml"],
+    "openclaw": ["camel-terminal-toolkit/system.txt", "camel-terminal-toolkit/agent.toml"],
 }
 
 
