@@ -31,201 +31,17 @@ from typing import Any
 import pytest
 
 from oc_repl.protocols.camel import AGENT_SPEC
-from oc_repl.protocols.camel_tools import TOOLKIT_SPEC
+from oc_repl.protocols.camel_tools import TOOLKIT_SPEC, ToolCallError
 from oc_repl.protocols.templates import Templates, parse
+from tests.camel_scenarios import SCENARIOS
 from tests.conftest import ROOT, cli_env, read_jsonl, run_cli
 from tests.fakeserver import calls_text
+from tests.test_camel_tools import NO_OUTPUT, TERMINATED_EMPTY, M, N, builtin_tools
 
 PROTOCOL = "camel-terminal-toolkit"
 IMAGE = os.environ.get("OC_REPL_TEST_IMAGE", "oc-repl-test:bookworm")
 FIXTURE = Path(__file__).parent / "fixtures" / "openclaw"
 SLOW = os.environ.get("OC_REPL_SLOW_TESTS") == "1"
-
-# Each scenario: (name, calls, the image's WORKDIR or None). A blocking `sleep` between calls lets time pass on both
-# sides alike.
-SCENARIOS: list[tuple[str, list[tuple[str, dict[str, Any]]], str | None]] = [
-    ("blocking output", [("shell_exec", {"id": "a", "command": "echo hello; printf 'two\\nlines\\n'"})], None),
-    (
-        "no output, blanks, escapes alone",
-        [
-            ("shell_exec", {"id": "a", "command": "true"}),
-            ("shell_exec", {"id": "a", "command": "printf '  \\n\\t'"}),
-            ("shell_exec", {"id": "a", "command": "printf '\\033[0m'"}),
-        ],
-        None,
-    ),
-    ("stderr and a non-zero exit", [("shell_exec", {"id": "a", "command": "echo oops >&2; exit 3"})], None),
-    (
-        "exit status never shown",
-        [("shell_exec", {"id": "a", "command": "exit 4"}), ("shell_exec", {"id": "a", "command": "ls /nowhere"})],
-        None,
-    ),
-    (
-        "cd and export do not carry over",
-        [
-            ("shell_exec", {"id": "a", "command": "cd /tmp && export X=1 && pwd && echo x$X"}),
-            ("shell_exec", {"id": "a", "command": "pwd; echo x$X; echo $TERM; tty || true"}),
-        ],
-        None,
-    ),
-    (
-        "ANSI, carriage returns, invalid UTF-8",
-        [
-            (
-                "shell_exec",
-                {"id": "a", "command": "printf 'a\\r\\nb\\r\\n10%%\\r100%%\\n\\033[31mred\\033[0m\\n\\n\\n'"},
-            ),
-            ("shell_exec", {"id": "a", "command": "printf 'caf\\303\\251 bad:\\377\\376 end\\n'"}),
-        ],
-        None,
-    ),
-    (
-        "timeout, then shell_view until completed",
-        [
-            ("shell_exec", {"id": "t", "command": "echo start; sleep 3; echo done", "timeout": 1}),
-            ("shell_view", {"id": "t"}),
-            ("shell_exec", {"id": "w", "command": "sleep 4"}),
-            ("shell_view", {"id": "t"}),
-            ("shell_view", {"id": "t"}),
-        ],
-        None,
-    ),
-    (
-        "silent timed-out command, fractional and zero timeouts",
-        [
-            ("shell_exec", {"id": "q", "command": "sleep 2", "timeout": 1.5}),
-            ("shell_exec", {"id": "w", "command": "sleep 3"}),
-            ("shell_view", {"id": "q"}),
-            ("shell_exec", {"id": "z", "command": "sleep 2", "timeout": 0}),
-        ],
-        None,
-    ),
-    (
-        "input to a timed-out blocking command",
-        [
-            ("shell_exec", {"id": "t", "command": "sleep 6", "timeout": 1}),
-            ("shell_write_to_process", {"id": "t", "command": "hello"}),
-            ("shell_exec", {"id": "t", "command": "echo reuse", "block": False}),
-        ],
-        None,
-    ),
-    (
-        "python REPL session",
-        [
-            ("shell_exec", {"id": "py", "command": "python3", "block": False}),
-            ("shell_write_to_process", {"id": "py", "command": "print(6*7)"}),
-            ("shell_exec", {"id": "py", "command": "python3", "block": False}),
-            ("shell_write_to_process", {"id": "py", "command": "exit()"}),
-            ("shell_view", {"id": "py"}),
-            ("shell_write_to_process", {"id": "py", "command": "1"}),
-        ],
-        None,
-    ),
-    (
-        "cat session",
-        [
-            ("shell_exec", {"id": "c", "command": "cat", "block": False}),
-            ("shell_write_to_process", {"id": "c", "command": "hello"}),
-            ("shell_view", {"id": "c"}),
-            ("shell_write_to_process", {"id": "c", "command": 5}),
-        ],
-        None,
-    ),
-    (
-        "block null, then the session's end",
-        [
-            ("shell_exec", {"id": "n", "command": "echo reused", "block": None}),
-            ("shell_exec", {"id": "w", "command": "sleep 2"}),
-            ("shell_view", {"id": "n"}),
-            ("shell_view", {"id": "n"}),
-            ("shell_write_to_process", {"id": "n", "command": "x"}),
-        ],
-        None,
-    ),
-    (
-        "a shell session",
-        [
-            ("shell_exec", {"id": "sh", "command": "bash --norc", "block": False}),
-            ("shell_write_to_process", {"id": "sh", "command": "echo $TERM $PYTHONUNBUFFERED; pwd"}),
-        ],
-        None,
-    ),
-    (
-        "unknown ids and a running id",
-        [
-            ("shell_view", {"id": "nope"}),
-            ("shell_write_to_process", {"id": "nope", "command": "x"}),
-            ("shell_exec", {"id": "s", "command": "sleep 30", "block": False}),
-            ("shell_exec", {"id": "s", "command": "sleep 30", "block": False}),
-        ],
-        None,
-    ),
-    (
-        "nested, relative and absolute file writes",
-        [
-            ("shell_write_content_to_file", {"content": "print('hi')\n", "file_path": "rel/dir/x.py"}),
-            ("shell_write_content_to_file", {"content": "plain", "file_path": "plain.txt"}),
-            ("shell_write_content_to_file", {"content": "é\n", "file_path": "/workspace/sub/deep/f.txt"}),
-            ("shell_write_content_to_file", {"content": "new", "file_path": "/workspace/sub/deep/f.txt"}),
-            ("shell_exec", {"id": "a", "command": "cat /rel/dir/x.py /plain.txt /workspace/sub/deep/f.txt"}),
-        ],
-        None,
-    ),
-    (
-        "a directory as the target, in an image with a WORKDIR",
-        [
-            ("shell_write_content_to_file", {"content": "x", "file_path": "/workspace"}),
-            ("shell_write_content_to_file", {"content": "y", "file_path": "top.txt"}),
-            ("shell_write_content_to_file", {"content": "z", "file_path": "/app/in-app.txt"}),
-            ("shell_exec", {"id": "a", "command": "ls /workspace; cat /top.txt /app/in-app.txt; pwd"}),
-        ],
-        "/app",
-    ),
-    (
-        "missing and unexpected arguments",
-        [
-            ("shell_exec", {"id": "z"}),
-            ("shell_exec", {}),
-            ("shell_view", {}),
-            ("shell_write_to_process", {"command": "x"}),
-            ("shell_write_content_to_file", {"content": "x"}),
-            ("shell_write_content_to_file", {}),
-            ("shell_exec", {"id": "z", "command": "echo", "bogus": 1}),
-        ],
-        None,
-    ),
-    (
-        "values of other JSON types",
-        [
-            ("shell_exec", {"id": "a", "command": 5}),
-            ("shell_exec", {"id": "a", "command": None}),
-            ("shell_exec", {"id": "a", "command": "echo ran", "block": "false"}),
-            ("shell_exec", {"id": 5, "command": "sleep 30", "block": 0}),
-            ("shell_view", {"id": "5"}),
-            ("shell_view", {"id": None}),
-            ("shell_view", {"id": ["a"]}),
-            ("shell_write_content_to_file", {"content": 5, "file_path": "/f.txt"}),
-            ("shell_write_content_to_file", {"content": "x", "file_path": 5}),
-        ],
-        None,
-    ),
-    (
-        "timeouts of other JSON types",
-        [
-            ("shell_exec", {"id": "a", "command": "echo untracked", "timeout": "10"}),
-            ("shell_exec", {"id": "b", "command": "sleep 3", "timeout": True}),
-            ("shell_exec", {"id": "c", "command": "echo x", "timeout": None}),
-        ],
-        None,
-    ),
-    ("the default timeout", [("shell_exec", {"id": "d", "command": "sleep 30"})], None),
-    (
-        "4000 lines of output",
-        [("shell_exec", {"id": "a", "command": "for i in $(seq 4000); do echo line $i; done"})],
-        None,
-    ),
-]
-
 
 # --- the synced assets ---------------------------------------------------------------------------------------------
 
@@ -371,3 +187,143 @@ def test_9_exact_tool_results_equal_camel_ai_0_2_90(synced, serve, tmp_path, mon
         f"{len(SCENARIOS)} scenarios, {sum(len(c) for _, c, _ in SCENARIOS)} calls, {time.monotonic() - started:.0f} s"
     )
     assert not differences, "\n".join(differences)
+
+
+# --- exact mode on a local sandbox: what the differential test cannot time or reach ------------------------------
+
+
+@pytest.fixture
+def box(tmp_path: Path):
+    from oc_repl.sandbox.local import LocalSandbox
+
+    sandbox = LocalSandbox(tmp_path / "box")
+    yield sandbox
+    sandbox.close()
+
+
+@pytest.fixture
+def exact(box):
+    tools = builtin_tools(box, exact=True, relative_paths="root", observation_limit=0)
+    yield tools
+    tools.close_sessions()
+
+
+def test_9_timeout_is_shown_as_given_and_null_waits_without_limit(box):
+    for is_exact in (True, False):
+        tools = builtin_tools(box, exact=is_exact, default_timeout=0.25)
+        try:
+            left_out = tools.call("shell_exec", {"id": "a", "command": "sleep 2"})
+            assert left_out.text == M.render("exec.timeout", id="a", timeout="0.25")  # str() of the default
+            given = tools.call("shell_exec", {"id": "b", "command": "sleep 2", "timeout": 0})
+            assert given.text == M.render("exec.timeout", id="b", timeout="0")
+            null = tools.call("shell_exec", {"id": "c", "command": "sleep 0.6; echo done", "timeout": None})
+            # upstream's join(None) waited for the end; outside exact mode null is the default
+            assert null.text == ("done\n" if is_exact else M.render("exec.timeout", id="c", timeout="0.25"))
+        finally:
+            tools.close_sessions()
+
+
+def test_9_escape_codes_alone_give_an_empty_result_and_blanks_the_no_output_text(exact):
+    assert exact.call("shell_exec", {"id": "a", "command": r"printf '\033[0m\033[?25l'"}).text == ""
+    assert exact.call("shell_exec", {"id": "a", "command": r"printf ' \n\t'"}).text == NO_OUTPUT
+
+
+def test_9_input_to_a_timed_out_command_fails_after_the_drain_as_upstream(box, exact):
+    exact.call("shell_exec", {"id": "t", "command": "sleep 5", "timeout": 0.1})
+    started = time.monotonic()
+    text = exact.call("shell_write_to_process", {"id": "t", "command": "hi"}).text
+    assert time.monotonic() - started >= 1.9  # upstream drained for its full 2 s first
+    assert text == M.render("write.error", id="t", error="'NoneType' object has no attribute '_sock'")
+    ours = builtin_tools(box)
+    try:
+        ours.call("shell_exec", {"id": "t", "command": "sleep 5", "timeout": 0.1})
+        refused = ours.call("shell_write_to_process", {"id": "t", "command": "hi"})
+        assert refused.text == N.render("blocking_session_input", id="t")
+    finally:
+        ours.close_sessions()
+
+
+def test_9_a_timed_out_command_counts_as_running_until_a_view_reports_its_end(exact):
+    exact.call("shell_exec", {"id": "t", "command": "sleep 0.3", "timeout": 0.1})
+    assert exact._sessions["t"].proc.wait(5)
+    again = exact.call("shell_exec", {"id": "t", "command": "cat", "block": False})
+    assert again.text == M.render("exec.already_running", id="t")
+    assert exact.call("shell_view", {"id": "t"}).text == M.render("view.completed", output="")
+    assert exact.call("shell_exec", {"id": "t", "command": "cat", "block": False}).text == M.render(
+        "exec.session_started", id="t"
+    )
+
+
+def test_9_calls_other_than_shell_exec_end_at_the_wall_limit(exact):
+    exact.wall_limit = 0.3  # upstream's is 20 s, which its own waits never reach
+    exact.call("shell_exec", {"id": "c", "command": "cat", "block": False})
+    text = exact.call("shell_write_to_process", {"id": "c", "command": "x"}).text
+    assert text == M.render("wrapper.timeout", function="shell_write_to_process", timeout="0.3")
+
+
+def test_9_ending_sessions_pile_up_the_marker_for_the_whole_wait(exact):
+    exact.call("shell_exec", {"id": "py", "command": "python3 -q", "block": False})
+    started = time.monotonic()
+    text = exact.call("shell_write_to_process", {"id": "py", "command": "exit()"}).text
+    assert time.monotonic() - started >= 4.5
+    assert text.endswith(M.render("collect.still_outputting", output="")) and text.count(TERMINATED_EMPTY) >= 7
+
+
+def test_9_values_of_other_types_meet_pythons_own_errors(exact, tmp_path: Path):
+    with pytest.raises(ToolCallError, match="expected string or bytes-like object, got 'int'"):
+        exact.call("shell_exec", {"id": "a", "command": 5})
+    assert exact.call("shell_exec", {"id": "a", "command": False}).text == NO_OUTPUT  # quoted as ''
+    error = "'>' not supported between instances of 'int' and 'str'"
+    assert exact.call("shell_exec", {"id": "a", "command": "true", "timeout": "1"}).text == M.render(
+        "exec.error", error=error
+    )
+    with pytest.raises(ToolCallError, match="unhashable type: 'list'"):
+        exact.call("shell_view", {"id": ["a"]})
+    assert exact.call("shell_view", {"id": None}).text == M.render("view.unknown", id="None")
+    target = str(tmp_path / "f.txt")
+    written = exact.call("shell_write_content_to_file", {"content": 5, "file_path": target})
+    assert written.text == M.render("file.error", file_path=target, error="write() argument must be str, not int")
+
+
+def test_9_a_directory_as_the_target_gets_the_copy_inside_it(exact, tmp_path: Path):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    result = exact.call("shell_write_content_to_file", {"content": "x", "file_path": str(folder)})
+    assert result.text == M.render("file.ok", file_path=str(folder))
+    (inside,) = folder.iterdir()
+    assert re.fullmatch(r"temp_[0-9a-f]{32}\.txt", inside.name) and inside.read_text() == "x"
+
+
+# --- agent.toml from the training harness's own f-strings ------------------------------------------------------
+
+
+def test_9_agent_texts_are_read_out_of_the_harness_f_strings():
+    from oc_repl.protocols.sync.openclaw import fetch_openclaw
+
+    fetched = {item.filename: item for item in fetch_openclaw(str(FIXTURE), lambda line: None)}
+    texts = parse(fetched["agent.toml"].data, AGENT_SPEC, "agent.toml")
+    # the stand-ins' own wording, turned into templates: literal braces doubled, each expression a field
+    assert texts == {
+        "parse_error": "Fixture feedback: {error}\nA call looks like {{'name': ..., 'arguments': {{}}}}\n"
+        "Block start: {content}",
+        "tool_error": "<fixture> {name} raised {type} ({message})",
+        "unknown_tool": "<fixture> no such tool {name}",
+    }
+    assert fetched["agent.toml"].expected == oc_repl_manifest_hash("agent.toml")
+    only_prompt = fetch_openclaw(str(FIXTURE / "terminal-rl" / "agent" / "prompts.py"), lambda line: None)
+    assert [item.filename for item in only_prompt] == ["system.txt"]
+
+
+def test_9_an_f_string_field_oc_repl_cannot_fill_fails_the_sync():
+    from oc_repl.protocols.sync import SyncError
+    from oc_repl.protocols.sync.openclaw import tool_texts
+
+    source = b'class E:\n    async def exec_tool(self, name, arguments):\n        return f"{name!r} unknown"\n'
+    with pytest.raises(SyncError, match="f-string field"):
+        tool_texts(source, "terminal_env.py")
+
+
+def oc_repl_manifest_hash(name: str) -> str:
+    from oc_repl.protocols.sync import manifest_sha256
+
+    return manifest_sha256(PROTOCOL, name)

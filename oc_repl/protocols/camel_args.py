@@ -1,4 +1,4 @@
-"""The arguments of a camel tool call: what calling upstream's bound method with them would raise before it runs.
+"""A camel tool call: its result, and what calling upstream's bound method with its arguments would raise.
 
 Python itself checks a call's keywords (missing and unexpected ones); the texts are templates of toolkit.toml, so a
 sync makes them Python's own wording for the toolkit's methods. Upstream checks no types: outside `--exact` the
@@ -8,9 +8,11 @@ Python operations of its own; `python_error` performs the same operation here so
 
 from __future__ import annotations
 
+import shlex
 import threading
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from oc_repl.protocols.templates import Templates
 
@@ -21,6 +23,32 @@ class ToolCallError(Exception):
     def __init__(self, type_name: str, message: str) -> None:
         super().__init__(message)
         self.type_name, self.message = type_name, message
+
+
+class ToolInterrupted(KeyboardInterrupt):
+    """The user stopped a call half-way; `output` is what it printed until then, as the tool would show it."""
+
+    def __init__(self, output: str) -> None:
+        super().__init__(output)
+        self.output = output
+
+
+def cap_text(text: str, limit: int, notices: Templates) -> str:
+    if limit <= 0 or len(text) <= limit:
+        return text
+    half = limit // 2
+    marker = notices.render("observation_cut", kept=2 * half, omitted=len(text) - 2 * half)
+    return f"{text[:half]}{marker}{text[-half:]}"
+
+
+@dataclass
+class ToolResult:
+    text: str  # what the model reads
+    status: Literal["completed", "failed", "timed_out", "declined"] = "completed"
+    exit_code: int | None = None  # known for finished blocking commands; never shown to the model
+    path: str = ""  # the file written, for file changes
+    created: bool = False
+    command: str = ""  # the action as it ran, after the person watching edited it
 
 
 # tool -> parameter -> (JSON types accepted, may be left out). Leaving out an optional parameter means its default;
@@ -101,3 +129,12 @@ def join_error(timeout: Any) -> str:
 def missing_attribute(obj: object, name: str) -> str:
     """Python's text for reading an attribute an object lacks."""
     return python_error(lambda: getattr(obj, name))
+
+
+def upstream_command(command: Any) -> str:
+    """The command upstream ran for a value of any type: it quoted it for `bash -c` first (Python's TypeError for a
+    value that is not text) and `shlex.quote` turns every false value into the empty command."""
+    problem = python_error(lambda: shlex.quote(command))
+    if problem:
+        raise ToolCallError("TypeError", problem)
+    return command if command else ""

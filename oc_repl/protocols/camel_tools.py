@@ -29,10 +29,14 @@ from oc_repl.errors import SandboxError, SandboxLost
 from oc_repl.protocols.camel_args import (
     SIGNATURES,
     ToolCallError,
+    ToolInterrupted,
+    ToolResult,
+    cap_text,
     check_arguments,
     join_error,
     missing_attribute,
     python_error,
+    upstream_command,
 )
 from oc_repl.protocols.templates import Templates
 from oc_repl.sandbox.text import terminal_text
@@ -89,47 +93,12 @@ OBSERVATION_LIMIT = 16384
 _LEFT_OUT = object()  # an optional argument the call did not give
 
 
-class ToolInterrupted(KeyboardInterrupt):
-    """The user stopped a call half-way; `output` is what it printed until then, as the tool would show it."""
-
-    def __init__(self, output: str) -> None:
-        super().__init__(output)
-        self.output = output
-
-
-def cap_text(text: str, limit: int, notices: Templates) -> str:
-    if limit <= 0 or len(text) <= limit:
-        return text
-    half = limit // 2
-    marker = notices.render("observation_cut", kept=2 * half, omitted=len(text) - 2 * half)
-    return f"{text[:half]}{marker}{text[-half:]}"
-
-
-@dataclass
-class ToolResult:
-    text: str  # what the model reads
-    status: Literal["completed", "failed", "timed_out", "declined"] = "completed"
-    exit_code: int | None = None  # known for finished blocking commands; never shown to the model
-    path: str = ""  # the file written, for file changes
-    created: bool = False
-    command: str = ""  # the action as it ran, after the person watching edited it
-
-
 @dataclass
 class _Session:
     proc: Process
     overran: bool  # a blocking command that outlived its timeout (no input, output converted at the end)
     ended: bool = False  # its end has been reported once
     decoder: Any = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="ignore"))
-
-
-def _upstream_command(command: Any) -> str:
-    """The command upstream ran for a value of any type: it quoted it for `bash -c` first (Python's TypeError for a
-    value that is not text) and `shlex.quote` turns every false value into the empty command."""
-    problem = python_error(lambda: shlex.quote(command))
-    if problem:
-        raise ToolCallError("TypeError", problem)
-    return command if command else ""
 
 
 class CamelTerminalTools:
@@ -178,7 +147,7 @@ class CamelTerminalTools:
 
     def shell_exec(self, id: Any, command: Any, block: Any = True, timeout: Any = _LEFT_OUT) -> ToolResult:
         if self.exact:
-            command = _upstream_command(command)
+            command = upstream_command(command)
         approved = self._approve(command)
         if approved is None:
             return ToolResult(self.notices.render("declined", name="shell_exec"), "declined", command=command)
