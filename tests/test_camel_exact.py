@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 import uuid
@@ -132,7 +133,11 @@ def oc_repl_side(client: Any, serve: Any, tmp: Path, monkeypatch: pytest.MonkeyP
         try:
             transcript = tmp / f"{index}.jsonl"
             args = ["run", "--api-base", server.url, "--sandbox", f"docker:{container.name}", "--exact", "--yes"]
-            result = CliRunner().invoke(main, [*args, "--transcript", str(transcript), "do it"])
+            sigterm = signal.getsignal(signal.SIGTERM)  # `run` installs its own handler; this process keeps its own
+            try:
+                result = CliRunner().invoke(main, [*args, "--transcript", str(transcript), "do it"])
+            finally:
+                signal.signal(signal.SIGTERM, sigterm)
             assert result.exit_code == 0, (name, result.output, result.exception)
         finally:
             container.remove(force=True)
