@@ -15,19 +15,32 @@ import pytest
 from oc_repl.errors import ParseErrorLimit
 from oc_repl.events import CommandExecution, FileChange, ItemCompleted, ItemStarted, ParseError
 from oc_repl.protocols import create, data_dir
-from oc_repl.protocols.camel import CamelProtocol, serialise_tools
-from oc_repl.protocols.camel_tools import (
-    COMPLETED,
-    IDLE,
-    NO_OUTPUT,
-    STILL_PRINTING,
-    STILL_RUNNING,
-    TERMINATED,
-    TERMINATED_EMPTY,
-    CamelTerminalTools,
-)
+from oc_repl.protocols.camel import AGENT_SPEC, NOTICES_SPEC, CamelProtocol, serialise_tools, tool_responses
+from oc_repl.protocols.camel_tools import TOOLKIT_SPEC, CamelTerminalTools
+from oc_repl.protocols.templates import Templates, parse
 from oc_repl.sandbox.local import LocalSandbox
 from oc_repl.types import Reply, Task, ToolCall
+
+
+def builtin(filename: str, spec: dict) -> Templates:
+    return Templates(parse((data_dir("camel-terminal-toolkit") / filename).read_bytes(), spec, filename))
+
+
+# The built-in texts: what the tools answer is asserted through them, so any wording (built-in or synced) passes.
+M = builtin("toolkit.toml", TOOLKIT_SPEC)
+N = builtin("notices.toml", NOTICES_SPEC)
+A = builtin("agent.toml", AGENT_SPEC)
+NO_OUTPUT = M.render("exec.no_output")
+STILL_RUNNING = M.render("view.still_running")
+IDLE = M.render("view.idle")
+TERMINATED_EMPTY = M.render("view.terminated_empty")
+
+
+@pytest.fixture(autouse=True)
+def own_directories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Protocols built here read the built-in assets, never a sync or an override in the user's own folders."""
+    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
+        monkeypatch.setenv(name, str(tmp_path / name.lower()))
 
 
 @pytest.fixture
@@ -37,9 +50,13 @@ def sandbox(tmp_path: Path):
     box.close()
 
 
+def builtin_tools(sandbox: LocalSandbox, **options) -> CamelTerminalTools:
+    return CamelTerminalTools(sandbox, M, N, **options)
+
+
 @pytest.fixture
 def tools(sandbox: LocalSandbox):
-    toolbox = CamelTerminalTools(sandbox)
+    toolbox = builtin_tools(sandbox)
     yield toolbox
     toolbox.close_sessions()
 
@@ -77,17 +94,17 @@ def test_blocking_exec_output_is_terminal_text(tools: CamelTerminalTools):
 
 
 def test_working_directory_is_created(sandbox: LocalSandbox, tmp_path: Path):
-    toolbox = CamelTerminalTools(sandbox, workdir=str(tmp_path / "work" / "space"))
+    toolbox = builtin_tools(sandbox, workdir=str(tmp_path / "work" / "space"))
     assert run(toolbox, "shell_exec", id="s", command="pwd") == f"{tmp_path}/work/space\n"
 
 
 def test_timeout_turns_into_a_background_session(tools: CamelTerminalTools):
     result = tools.call("shell_exec", {"id": "slow", "command": "sleep 1; echo done", "timeout": 0.5})
     assert result.status == "timed_out"
-    assert "0.5 seconds" in result.text and "'slow'" in result.text and "shell_view('slow')" in result.text
+    assert result.text == M.render("exec.timeout", id="slow", timeout="0.5")
     assert run(tools, "shell_view", id="slow") == STILL_RUNNING
     wait_until_ended(tools, "slow")
-    assert run(tools, "shell_view", id="slow") == f"done\n\n\n{COMPLETED}"
+    assert run(tools, "shell_view", id="slow") == M.render("view.completed", output="done\n")
     assert run(tools, "shell_view", id="slow") == TERMINATED_EMPTY
     assert run(tools, "shell_view", id="slow") == TERMINATED_EMPTY
 
@@ -95,7 +112,7 @@ def test_timeout_turns_into_a_background_session(tools: CamelTerminalTools):
 def test_silent_timed_out_command_still_reports_completion(tools: CamelTerminalTools):
     assert tools.call("shell_exec", {"id": "q", "command": "sleep 0.6", "timeout": 0.2}).status == "timed_out"
     wait_until_ended(tools, "q")
-    assert run(tools, "shell_view", id="q") == f"\n\n{COMPLETED}"
+    assert run(tools, "shell_view", id="q") == M.render("view.completed", output="")
 
 
 # --- sessions -----------------------------------------------------------------------------------------------------
@@ -103,7 +120,7 @@ def test_silent_timed_out_command_still_reports_completion(tools: CamelTerminalT
 
 def test_python_session_driven_by_input(tools: CamelTerminalTools):
     started = run(tools, "shell_exec", id="py", command="python3 -i", block=False)
-    assert "'py'" in started and "shell_view('py')" in started and "shell_write_to_process('py'" in started
+    assert started == M.render("exec.session_started", id="py")
     answer = run(tools, "shell_write_to_process", id="py", command="print(6*7)")
     assert "42" in answer and "print(6*7)" in answer  # the terminal echoes the input
     assert "\r\n" in answer  # raw tty output
@@ -115,7 +132,7 @@ def test_write_that_ends_the_process_reports_it_like_upstream(tools: CamelTermin
     out = run(tools, "shell_write_to_process", id="py", command="exit()")
     assert time.monotonic() - started < 3
     assert out.startswith("exit()")
-    assert out.endswith(STILL_PRINTING)
+    assert out.endswith(M.render("collect.still_outputting", output=""))
     assert out.count(TERMINATED_EMPTY) >= 5
     assert run(tools, "shell_view", id="py") == TERMINATED_EMPTY
 
@@ -132,7 +149,7 @@ def test_view_is_raw_and_incremental_then_terminated(tools: CamelTerminalTools):
     assert run(tools, "shell_view", id="v") == IDLE
     tools._sessions["v"].proc.write(b"z\n")
     wait_until_ended(tools, "v")
-    assert run(tools, "shell_view", id="v") == f"z\r\ngot-z\r\n\n\n{TERMINATED}"
+    assert run(tools, "shell_view", id="v") == M.render("view.terminated", output="z\r\ngot-z\r\n")
     assert run(tools, "shell_view", id="v") == TERMINATED_EMPTY
 
 
@@ -145,12 +162,14 @@ def test_view_of_a_silent_ended_session(tools: CamelTerminalTools):
 def test_session_ids_reused_and_unknown(tools: CamelTerminalTools):
     run(tools, "shell_exec", id="srv", command="sleep 30", block=False)
     reused = tools.call("shell_exec", {"id": "srv", "command": "echo again", "block": False})
-    assert reused.status == "failed" and reused.text.startswith("Error:") and "'srv'" in reused.text
-    assert run(tools, "shell_view", id="nope").startswith("Error:")
-    assert run(tools, "shell_write_to_process", id="nope", command="x").startswith("Error:")
+    assert (reused.status, reused.text) == ("failed", M.render("exec.already_running", id="srv"))
+    assert run(tools, "shell_view", id="nope") == M.render("view.unknown", id="nope")
+    assert run(tools, "shell_write_to_process", id="nope", command="x") == M.render("write.unknown", id="nope")
     run(tools, "shell_exec", id="done", command="true", block=False)
     wait_until_ended(tools, "done")
-    assert "Session 'done' started." in run(tools, "shell_exec", id="done", command="true", block=False)
+    assert run(tools, "shell_exec", id="done", command="true", block=False) == M.render(
+        "exec.session_started", id="done"
+    )
 
 
 def test_close_sessions_kills_them(tools: CamelTerminalTools):
@@ -159,7 +178,7 @@ def test_close_sessions_kills_them(tools: CamelTerminalTools):
     procs = [s.proc for s in tools._sessions.values()]
     tools.close_sessions()
     assert all(not p.alive() for p in procs)
-    assert run(tools, "shell_view", id="a").startswith("Error:")
+    assert run(tools, "shell_view", id="a") == M.render("view.unknown", id="a")
 
 
 # --- files --------------------------------------------------------------------------------------------------------
@@ -167,21 +186,28 @@ def test_close_sessions_kills_them(tools: CamelTerminalTools):
 
 def test_file_write_relative_and_absolute_with_missing_parents(tools: CamelTerminalTools, tmp_path: Path):
     result = tools.call("shell_write_content_to_file", {"content": "print('hi')\n", "file_path": "src/pkg/a.py"})
-    assert result.status == "completed" and "src/pkg/a.py" in result.text and result.created
+    assert (result.status, result.text, result.created) == (
+        "completed",
+        M.render("file.ok", file_path="src/pkg/a.py"),
+        True,
+    )
     assert (tools.sandbox.root / "src/pkg/a.py").read_text() == "print('hi')\n"
     target = tmp_path / "elsewhere" / "deep" / "b.txt"
-    assert str(target) in run(tools, "shell_write_content_to_file", content="é\n", file_path=str(target))
+    written = run(tools, "shell_write_content_to_file", content="é\n", file_path=str(target))
+    assert written == M.render("file.ok", file_path=str(target))
     assert target.read_text(encoding="utf-8") == "é\n"
     again = tools.call("shell_write_content_to_file", {"content": "x", "file_path": str(target)})
     assert not again.created and target.read_text() == "x"
 
 
 def test_relative_paths_against_root_like_upstream(sandbox: LocalSandbox):
-    toolbox = CamelTerminalTools(sandbox, relative_paths="root")
+    toolbox = builtin_tools(sandbox, relative_paths="root")
     unique = f"oc-repl-test-{uuid.uuid4().hex[:8]}"
     try:
         failed = toolbox.call("shell_write_content_to_file", {"content": "1", "file_path": f"tmp/{unique}/x.txt"})
-        assert failed.status == "failed" and failed.text.startswith("Error")  # parent made under the workdir only
+        missing = N.render("no_directory", path=f"/tmp/{unique}")
+        assert failed.status == "failed"  # the parent was made under the workdir only
+        assert failed.text == M.render("file.error", file_path=f"tmp/{unique}/x.txt", error=missing)
         assert (sandbox.root / "tmp" / unique).is_dir()
         os.mkdir(f"/tmp/{unique}")
         assert toolbox.call("shell_write_content_to_file", {"content": "2", "file_path": f"tmp/{unique}/x.txt"})
@@ -193,40 +219,65 @@ def test_relative_paths_against_root_like_upstream(sandbox: LocalSandbox):
 # --- argument errors ----------------------------------------------------------------------------------------------
 
 
+def _type_error(tool: str, message: str) -> str:
+    return A.render("tool_error", name=tool, type="TypeError", message=message)
+
+
 @pytest.mark.parametrize(
     ("name", "arguments", "message"),
     [
-        ("x", {}, "[TOOL_ERROR] unknown tool: x"),
+        ("x", {}, A.render("unknown_tool", name="x")),
         (
             "shell_exec",
             {"id": "s"},
-            "[TOOL_ERROR] shell_exec: TypeError: shell_exec() missing 1 required positional argument: 'command'",
+            _type_error("shell_exec", M.render("typeerror.missing_one", tool="shell_exec", names="'command'")),
+        ),
+        (
+            "shell_write_content_to_file",
+            {},
+            _type_error(
+                "shell_write_content_to_file",
+                M.render(
+                    "typeerror.missing_many",
+                    tool="shell_write_content_to_file",
+                    count=2,
+                    names="'content' and 'file_path'",
+                ),
+            ),
         ),
         (
             "shell_view",
             {},
-            "[TOOL_ERROR] shell_view: TypeError: shell_view() missing 1 required positional argument: 'id'",
+            _type_error("shell_view", M.render("typeerror.missing_one", tool="shell_view", names="'id'")),
         ),
         (
             "shell_view",
             {"id": "s", "x": 1},
-            "[TOOL_ERROR] shell_view: TypeError: shell_view() got an unexpected keyword argument 'x'",
+            _type_error("shell_view", M.render("typeerror.unexpected", tool="shell_view", name="x")),
         ),
         (
             "shell_exec",
             {"id": "s", "command": "ls", "block": "yes"},
-            "[TOOL_ERROR] shell_exec: TypeError: shell_exec() argument 'block' must be boolean or null, not string",
+            _type_error(
+                "shell_exec",
+                N.render("wrong_type", tool="shell_exec", name="block", expected="boolean or null", got="string"),
+            ),
         ),
         (
             "shell_exec",
             {"id": 1, "command": "ls"},
-            "[TOOL_ERROR] shell_exec: TypeError: shell_exec() argument 'id' must be string, not number",
+            _type_error(
+                "shell_exec", N.render("wrong_type", tool="shell_exec", name="id", expected="string", got="number")
+            ),
         ),
     ],
 )
-def test_bad_calls_become_tool_errors(tools: CamelTerminalTools, name: str, arguments: dict, message: str):
-    result = tools.call(name, arguments)
-    assert (result.text, result.status) == (message, "failed")
+def test_bad_calls_become_tool_errors(sandbox: LocalSandbox, name: str, arguments: dict, message: str):
+    protocol = started(CamelProtocol())
+    events = Recorder()
+    protocol.step(Reply(tool_calls=[call(name, "c", **arguments)]), sandbox, events)
+    assert protocol.request().messages[-1]["content"] == f"<tool_response>\n{message}\n</tool_response>"
+    assert events[-1].item.status == "failed"
 
 
 # --- the protocol -------------------------------------------------------------------------------------------------
@@ -333,11 +384,12 @@ def test_request_options_and_done(sandbox: LocalSandbox):
 def test_parse_errors_are_fed_back_and_the_third_stops(sandbox: LocalSandbox):
     protocol = started(CamelProtocol())
     events = Recorder()
-    step = protocol.step(Reply(malformed_calls=['{"name": "shell_exec", "arguments": {"id": }}']), sandbox, events)
+    body = '{"name": "shell_exec", "arguments": {"id": }}'
+    step = protocol.step(Reply(malformed_calls=[f"<tool_call>\n{body}\n</tool_call>"]), sandbox, events)
     assert step.parse_error and not step.done
     feedback = protocol.request().messages[-1]["content"]
-    assert feedback.startswith("<tool_response>\n[TOOL_ERROR] tool call not understood (invalid JSON")
-    assert '{"name": "shell_exec", "arguments": {"id": }}' in feedback
+    error = "Expecting value: line 1 column 44 (char 43)"
+    assert feedback == f"<tool_response>\n{A.render('parse_error', error=error, content=body)}\n</tool_response>"
     assert isinstance(events[0], ItemCompleted) and isinstance(events[0].item, ParseError)
     marker = sandbox.root / "ran"
     truncated = Reply(
@@ -345,7 +397,7 @@ def test_parse_errors_are_fed_back_and_the_third_stops(sandbox: LocalSandbox):
     )
     assert protocol.step(truncated, sandbox, Recorder()).parse_error
     assert not marker.exists()  # nothing of a cut reply runs
-    assert "token limit" in protocol.request().messages[-1]["content"]
+    assert protocol.request().messages[-1]["content"].endswith(f"{N.render('cut_off')}\n</tool_response>")
     with pytest.raises(ParseErrorLimit):
         protocol.step(Reply(malformed_calls=["{bad"]), sandbox, Recorder())
 
@@ -393,12 +445,16 @@ def test_events_and_fingerprints(sandbox: LocalSandbox):
 def test_assets_are_the_exact_bytes_sent():
     protocol = CamelProtocol()
     folder = data_dir("camel-terminal-toolkit")
-    system, tools = protocol.assets()
-    assert system.sha256 == hashlib.sha256((folder / "system.txt").read_bytes()).hexdigest()
+    assets = {asset.name: asset for asset in protocol.assets()}
+    assert list(assets) == ["system.txt", "tools.json", "toolkit.toml", "agent.toml", "notices.toml"]
+    tools = assets["tools.json"]
     assert tools.sha256 == hashlib.sha256(serialise_tools(protocol.request().options["tools"])).hexdigest()
-    assert tools.sha256 == hashlib.sha256((folder / "tools.json").read_bytes()).hexdigest()
     manifest = (folder / "manifest.toml").read_text()
-    assert 'kind = "camel"' in manifest and system.sha256 in manifest and tools.sha256 in manifest
+    assert 'kind = "camel"' in manifest
+    for name, asset in assets.items():
+        assert asset.source == "built-in"
+        assert asset.sha256 == hashlib.sha256((folder / name).read_bytes()).hexdigest()
+        assert f'sha256 = "{asset.sha256}"' in manifest
 
 
 def test_system_prompt_shape():
@@ -444,7 +500,9 @@ def test_a_reply_with_several_bad_blocks_is_one_strike_and_held_back_calls_are_n
     for _ in range(2):
         protocol.step(Reply(truncated=True, malformed_calls=[held_back, broken]), sandbox, Recorder())
     feedback = protocol.request().messages[-1]["content"]
-    assert "[TOOL_ERROR] shell_exec: not run, because another tool call in the same reply" in feedback
-    assert "invalid JSON: Expecting value" in feedback and "(char 0)" not in feedback  # the tags are not the error
+    error = "Expecting value: line 1 column 43 (char 42)"  # of the JSON inside: the tags are not the error
+    content = '{"name": "shell_exec", "arguments": {"id":'
+    answers = [N.render("held_back", name="shell_exec"), A.render("parse_error", error=error, content=content)]
+    assert feedback.endswith(tool_responses(answers))
     with pytest.raises(ParseErrorLimit):
         protocol.step(Reply(malformed_calls=[broken]), sandbox, Recorder())

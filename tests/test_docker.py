@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -20,16 +21,10 @@ from typing import Any
 import pytest
 
 from oc_repl.events import parse_event
-from oc_repl.protocols.camel_tools import (
-    COMPLETED,
-    NO_OUTPUT,
-    OBSERVATION_LIMIT,
-    STILL_RUNNING,
-    TERMINATED_EMPTY,
-    CamelTerminalTools,
-)
+from oc_repl.protocols.camel_tools import OBSERVATION_LIMIT, CamelTerminalTools
 from tests.conftest import ROOT, cli_env, run_cli
 from tests.fakeserver import call_text
+from tests.test_camel_tools import NO_OUTPUT, STILL_RUNNING, TERMINATED_EMPTY, M, N, builtin_tools
 
 IMAGE = os.environ.get("OC_REPL_TEST_IMAGE", "oc-repl-test:bookworm")
 TEST_LABEL = "oc-repl-test"  # containers these tests create themselves (attach mode)
@@ -174,7 +169,7 @@ def tools(docker_client: Any) -> Iterator[CamelTerminalTools]:
     from oc_repl.sandbox.docker import DockerImageSandbox
 
     box = DockerImageSandbox.from_spec(IMAGE)
-    toolbox = CamelTerminalTools(box)
+    toolbox = builtin_tools(box)
     try:
         yield toolbox
     finally:
@@ -206,10 +201,10 @@ def test_workspace_is_created_in_an_attached_container(docker_client: Any, own_c
     container = own_container()
     assert container.exec_run(["test", "-e", "/workspace"]).exit_code != 0  # the image has none
     box = DockerSandbox(docker_client, container)
-    toolbox = CamelTerminalTools(box)
+    toolbox = builtin_tools(box)
     try:
         assert text_of(toolbox, "shell_exec", id="a", command="pwd") == "/workspace\n"
-        deep = CamelTerminalTools(box, workdir="/srv/deep/work")
+        deep = builtin_tools(box, workdir="/srv/deep/work")
         assert text_of(deep, "shell_exec", id="a", command="pwd") == "/srv/deep/work\n"
     finally:
         toolbox.close_sessions()
@@ -227,7 +222,7 @@ def test_timed_out_blocking_call_becomes_a_background_session(tools: CamelTermin
     deadline = time.monotonic() + 10
     while (view := text_of(tools, "shell_view", id="bg")) == STILL_RUNNING and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert view == f"begin\nend\n\n\n{COMPLETED}"  # the whole output, then the marker, once
+    assert view == M.render("view.completed", output="begin\nend\n")  # the whole output, then the marker, once
     assert text_of(tools, "shell_view", id="bg") == TERMINATED_EMPTY
     assert text_of(tools, "shell_view", id="bg") == TERMINATED_EMPTY
 
@@ -277,10 +272,10 @@ def test_huge_output_is_capped_at_capture(docker_client: Any):
     script = f"""
 import json, resource, time
 from oc_repl.sandbox.docker import DockerImageSandbox
-from oc_repl.protocols.camel_tools import CamelTerminalTools
+from tests.test_camel_tools import builtin_tools
 box = DockerImageSandbox.from_spec({IMAGE!r})
 try:
-    tools = CamelTerminalTools(box)
+    tools = builtin_tools(box)
     # a first result of the kept size sets the baseline: turning 1 MB of lines into text has a cost of its own
     tools.call("shell_exec", {{"id": "w", "command": "yes | head -c 2000000"}})
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -301,7 +296,8 @@ finally:
     # the driver keeps head and tail of its 1 MiB limit and counts the rest, before any text is made
     assert report["raw_len"] < (1 << 20) + 100 and report["raw_dropped"] == 50_000_000 - (1 << 20)
     text = report["text"]
-    assert len(text) <= OBSERVATION_LIMIT + 100 and "characters omitted" in text
+    cut = re.escape(N.texts["observation_cut"]).replace(re.escape("{kept}"), str(OBSERVATION_LIMIT))
+    assert len(text) <= OBSERVATION_LIMIT + 100 and re.search(cut.replace(re.escape("{omitted}"), r"\d+"), text)
     assert text.startswith("y\ny\n") and text.endswith("y\ny\n")
 
 
@@ -334,7 +330,7 @@ def test_closing_stops_what_commands_left_behind_in_one_exec(docker_client: Any,
     container = own_container()
     container.exec_run(["sleep", "105"], detach=True)  # the user's own process, none of ours
     box = DockerSandbox(docker_client, container)
-    tools = CamelTerminalTools(box)
+    tools = builtin_tools(box)
     assert text_of(tools, "shell_exec", id="a", command="sleep 104 >/dev/null & echo left") == "left\n"
     for _ in range(10):
         text_of(tools, "shell_exec", id="a", command="true")
@@ -355,7 +351,7 @@ def test_non_root_default_user_writes_its_workspace_and_its_commands_are_killed(
 
     container = own_container(user="1000:1000")  # as `docker run --user 1000:1000` starts it
     box = DockerSandbox(docker_client, container)
-    tools = CamelTerminalTools(box)
+    tools = builtin_tools(box)
     try:
         made = text_of(tools, "shell_exec", id="a", command="touch made && echo ok > f && cat f && id -u")
         assert made == "ok\n1000\n"
@@ -463,7 +459,7 @@ def test_upstream_relative_paths_resolve_against_root(docker_client: Any, image:
         image = build_image(load_task_dir(ROOT / "examples" / "tasks" / "write-greeting"))
     box = DockerImageSandbox.from_spec(image)
     try:
-        result = CamelTerminalTools(box, relative_paths="root").call(
+        result = builtin_tools(box, relative_paths="root").call(
             "shell_write_content_to_file", {"content": "x\n", "file_path": "rel/deep/x.txt"}
         )
         assert (result.status == "completed") is lands, result.text

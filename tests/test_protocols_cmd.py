@@ -247,7 +247,12 @@ def test_openclaw_sources_that_cannot_be_read(tmp_path):
     closed = "http://127.0.0.1:9/terminal-rl/agent/prompts.py"  # the discard port: nothing listens there
     proc = oc(tmp_path, "protocols", "sync", "--only", "openclaw", "--openclaw-rl", closed)
     assert proc.returncode == 1
-    assert proc.stdout.splitlines() == [proc.stdout.strip()] and f"cannot download {closed}" in proc.stdout
+    lines = proc.stdout.splitlines()  # one line for each asset of the source: the prompt and the harness's texts
+    assert [line.split(":", 1)[0] for line in lines] == [
+        "FAILED  camel-terminal-toolkit/system.txt",
+        "FAILED  camel-terminal-toolkit/agent.toml",
+    ]
+    assert all(f"cannot download {closed}" in line for line in lines)
     missing = oc(tmp_path, "protocols", "sync", "--only", "openclaw", "--openclaw-rl", str(tmp_path / "nowhere"))
     assert missing.returncode == 1 and "no OpenClaw-RL prompts file" in missing.stdout
     assert not upstream(tmp_path).exists() or not any(upstream(tmp_path).rglob("*.txt"))

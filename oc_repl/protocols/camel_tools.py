@@ -4,22 +4,45 @@ Every text the tools answer with is a template (toolkit.toml, `TOOLKIT_SPEC`): t
 own around the markers the reference quotes, and `oc-repl protocols sync` derives camel-ai 0.2.90's exact texts.
 What a tool call raises (`ToolCallError`) is what upstream's bound method would raise; the protocol words it as the
 training harness did.
+
+With `exact`, the tools behave as upstream's did in training, down to its quirks: no type checks (a value of another
+type meets the Python operation upstream's code applied to it), an explicit null timeout waits without limit, input
+to a timed-out blocking command fails the way upstream's did after its drain, ending sessions pile up the
+no-new-output marker for the whole wait, and the calls other than shell_exec end after a 20 s wall limit.
 """
 
 from __future__ import annotations
 
 import codecs
+import io
 import math
 import posixpath
 import shlex
+import threading
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from oc_repl.errors import SandboxError, SandboxLost
+from oc_repl.protocols.camel_args import (
+    SIGNATURES,
+    ToolCallError,
+    ToolInterrupted,
+    ToolResult,
+    cap_text,
+    check_arguments,
+    join_error,
+    missing_attribute,
+    python_error,
+    upstream_command,
+)
 from oc_repl.protocols.templates import Templates
 from oc_repl.sandbox.text import terminal_text
 from oc_repl.types import Approve, Process, Sandbox, allow_all
+
+__all__ = ["SIGNATURES", "CamelTerminalTools", "ToolCallError", "ToolInterrupted", "ToolResult", "cap_text"]
 
 # The templates the tools answer with (toolkit.toml), and the fields each may use.
 TOOLKIT_SPEC: dict[str, tuple[str, ...]] = {
@@ -34,13 +57,11 @@ TOOLKIT_SPEC: dict[str, tuple[str, ...]] = {
     "view.idle": (),
     "view.still_running": (),
     "view.completed": ("output",),
-    "view.failed": ("error",),
     "view.terminated": ("output",),
     "view.terminated_empty": (),
     "write.unknown": ("id",),
     "write.no_output": ("id",),
     "write.error": ("id", "error"),
-    "collect.terminated": ("output",),
     "collect.still_outputting": ("output",),
     "file.ok": ("file_path",),
     "file.error": ("file_path", "error"),
@@ -56,66 +77,20 @@ TOOLKIT_NOTICES: dict[str, tuple[str, ...]] = {
     "arguments_not_object": ("tool", "got"),
     "wrong_type": ("tool", "name", "expected", "got"),
     "blocking_session_input": ("id",),
+    "no_directory": ("path",),
 }
 
 # Collecting the answer to an input: done after IDLE_S without new output, or after at most MAX_S.
 IDLE_S, MAX_S = 0.5, 5.0
 # Before the input goes in, output still pending is collected the same way (shorter) and dropped, as upstream did.
 DRAIN_IDLE_S, DRAIN_MAX_S = 0.3, 2.0
+# Upstream's toolkit was built with timeout=20.0: the wall limit of every call but shell_exec (exact mode).
+WALL_LIMIT = 20.0
 _POLL_S = 0.05
 # Upstream returned whole outputs and let the prompt be cut later; one huge output would fill this model's 16k
 # context on its own, so results keep their first and last halves of this many characters.
 OBSERVATION_LIMIT = 16384
-
-
-class ToolCallError(Exception):
-    """What calling upstream's method would have raised (a TypeError for bad arguments): `type_name` and the message."""
-
-    def __init__(self, type_name: str, message: str) -> None:
-        super().__init__(message)
-        self.type_name, self.message = type_name, message
-
-
-class ToolInterrupted(KeyboardInterrupt):
-    """A call stopped half-way (Ctrl-C, a signal, the agent's deadline: `reason`); `output` is what it printed until
-    then, as the tool would show it."""
-
-    def __init__(self, output: str, reason: KeyboardInterrupt) -> None:
-        super().__init__(output)
-        self.output, self.reason = output, reason
-
-
-def cap_text(text: str, limit: int, notices: Templates) -> str:
-    if limit <= 0 or len(text) <= limit:
-        return text
-    half = limit // 2
-    marker = notices.render("observation_cut", kept=2 * half, omitted=len(text) - 2 * half)
-    return f"{text[:half]}{marker}{text[-half:]}"
-
-
-# tool -> parameter -> (JSON types accepted, may be left out). Leaving out an optional parameter means its default;
-# an explicit null is a value of its own (for `block`, null starts a background session, as upstream's `if block:`).
-SIGNATURES: dict[str, dict[str, tuple[str, bool]]] = {
-    "shell_exec": {
-        "id": ("string", False),
-        "command": ("string", False),
-        "block": ("boolean|null", True),
-        "timeout": ("number|null", True),
-    },
-    "shell_view": {"id": ("string", False)},
-    "shell_write_to_process": {"id": ("string", False), "command": ("string", False)},
-    "shell_write_content_to_file": {"content": ("string", False), "file_path": ("string", False)},
-}
-
-
-@dataclass
-class ToolResult:
-    text: str  # what the model reads
-    status: Literal["completed", "failed", "timed_out", "declined"] = "completed"
-    exit_code: int | None = None  # known for finished blocking commands; never shown to the model
-    path: str = ""  # the file written, for file changes
-    created: bool = False
-    command: str = ""  # the action as it ran, after the person watching edited it
+_LEFT_OUT = object()  # an optional argument the call did not give
 
 
 @dataclass
@@ -124,48 +99,6 @@ class _Session:
     overran: bool  # a blocking command that outlived its timeout (no input, output converted at the end)
     ended: bool = False  # its end has been reported once
     decoder: Any = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="ignore"))
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), type(value).__name__)
-
-
-def _names(keys: list[str]) -> str:
-    """Parameter names listed the way Python's own TypeError lists them."""
-    quoted = [f"'{key}'" for key in keys]
-    if len(quoted) <= 2:
-        return " and ".join(quoted)
-    return ", ".join(quoted[:-1]) + ", and " + quoted[-1]
-
-
-def check_arguments(name: str, arguments: Any, m: Templates, notices: Templates) -> None:
-    """Raise ToolCallError for missing, unexpected or mistyped arguments, as calling the method would."""
-    tool = m.render("qualname", tool=name)
-    if not isinstance(arguments, dict):
-        raise ToolCallError("TypeError", notices.render("arguments_not_object", tool=tool, got=_json_type(arguments)))
-    params = SIGNATURES[name]
-    for key in arguments:
-        if key not in params:
-            raise ToolCallError("TypeError", m.render("typeerror.unexpected", tool=tool, name=key))
-    missing = [key for key, (_, optional) in params.items() if not optional and key not in arguments]
-    if len(missing) == 1:
-        raise ToolCallError("TypeError", m.render("typeerror.missing_one", tool=tool, names=_names(missing)))
-    if missing:
-        text = m.render("typeerror.missing_many", tool=tool, count=len(missing), names=_names(missing))
-        raise ToolCallError("TypeError", text)
-    for key, value in arguments.items():
-        accepted = params[key][0].split("|")
-        if _json_type(value) not in accepted:
-            text = notices.render(
-                "wrong_type", tool=tool, name=key, expected=" or ".join(accepted), got=_json_type(value)
-            )
-            raise ToolCallError("TypeError", text)
 
 
 class CamelTerminalTools:
@@ -190,14 +123,16 @@ class CamelTerminalTools:
         self.default_timeout = default_timeout
         self.relative_paths = relative_paths
         self.exact = exact
-        self._sessions: dict[str, _Session] = {}
-        self._replaced: list[Process] = []  # sessions whose id was reused: out of reach, still ours to stop
+        self.wall_limit = WALL_LIMIT
+        # Keyed by the id as given: in exact mode any hashable JSON value, compared as Python compares them.
+        self._sessions: dict[Any, _Session] = {}
+        self._replaced: list[Process] = []  # processes out of the model's reach, still ours to stop
         self._workdir_ready = False
         self._approve: Approve = allow_all
 
     def call(self, name: str, arguments: Any, approve: Approve = allow_all) -> ToolResult:
         """Run one known tool; bad arguments raise ToolCallError, everything else comes back as text."""
-        check_arguments(name, arguments, self.m, self.notices)
+        check_arguments(name, arguments, self.m, self.notices, types=not self.exact)
         self._approve = approve
         try:
             result = getattr(self, name)(**arguments)
@@ -208,90 +143,74 @@ class CamelTerminalTools:
         result.text = cap_text(result.text, self.observation_limit, self.notices)
         return result
 
-    def _allowed(self, name: str, action: str) -> str | None:
-        return self._approve(action)
-
     # --- the tools ----------------------------------------------------------------------------------------------
 
-    def shell_exec(self, id: str, command: str, block: bool | None = True, timeout: float | None = None) -> ToolResult:
-        approved = self._allowed("shell_exec", command)
+    def shell_exec(self, id: Any, command: Any, block: Any = True, timeout: Any = _LEFT_OUT) -> ToolResult:
+        if self.exact:
+            command = upstream_command(command)
+        approved = self._approve(command)
         if approved is None:
             return ToolResult(self.notices.render("declined", name="shell_exec"), "declined", command=command)
         command = approved
         self._ensure_workdir()
-        if not block:
+        if not block:  # upstream's `if block:`: null starts a session too
             return self._start_session(id, command)
-        # Upstream waited forever on an explicit null timeout; a client must not hang, so null means the default.
-        limit = self.default_timeout if timeout is None else float(timeout)
-        proc = self.sandbox.spawn(command, tty=False, cwd=self.workdir)
+        if timeout is _LEFT_OUT or (timeout is None and not self.exact):
+            # Upstream waited forever on an explicit null; outside exact mode a client must not hang on it.
+            timeout = self.default_timeout
         try:
-            finished = proc.wait(limit)
+            proc = self.sandbox.spawn(command, tty=False, cwd=self.workdir)
+        except SandboxLost:
+            raise
+        except SandboxError as exc:  # the daemon refused the exec
+            return ToolResult(self.m.render("exec.error", error=exc), "failed", command=command)
+        # upstream started the command, then waited with thread.join(timeout): a value join refuses is reported, and
+        # the command goes on untracked
+        problem = "" if timeout is None else join_error(timeout)
+        if problem:
+            self._replaced.append(proc)
+            return ToolResult(self.m.render("exec.error", error=problem), "failed", command=command)
+        try:
+            finished = self._wait(proc, None if timeout is None else float(max(timeout, 0)))
         except KeyboardInterrupt as stop:  # the turn stops: the command goes with it, its output is kept
             proc.kill()
             raise ToolInterrupted(self._blocking_text(proc.read_available()), stop) from None
         if not finished:
             if proc.alive():
-                self._register(id, _Session(proc, overran=True))
-                text = self.m.render("exec.timeout", id=id, timeout=f"{limit:g}")
+                try:
+                    self._register(id, _Session(proc, overran=True))
+                except TypeError as exc:  # an id that cannot be a key: upstream failed storing the session
+                    self._replaced.append(proc)
+                    return ToolResult(self.m.render("exec.error", error=exc), "failed", command=command)
+                text = self.m.render("exec.timeout", id=id, timeout=timeout)
                 return ToolResult(text, "timed_out", command=command)
             proc.wait(1.0)  # it ended right at the deadline: let its output drain
         return ToolResult(self._blocking_text(proc.read_available()), exit_code=proc.exit_code, command=command)
 
-    def _blocking_text(self, data: bytes) -> str:
-        # upstream judged emptiness on the decoded text, before any conversion
-        if data.decode("utf-8", errors="ignore").strip():
-            return terminal_text(data)
-        return self.m.render("exec.no_output")
+    def shell_view(self, id: Any) -> ToolResult:
+        return self._walled("shell_view", lambda: self._view_call(id))
 
-    def shell_view(self, id: str) -> ToolResult:
-        session = self._sessions.get(id)
-        if session is None:
-            return ToolResult(self.m.render("view.unknown", id=id), "failed")
-        return ToolResult(self._view(session))
-
-    def shell_write_to_process(self, id: str, command: str) -> ToolResult:
-        session = self._sessions.get(id)
-        if session is None or session.ended or not session.proc.alive():
+    def shell_write_to_process(self, id: Any, command: Any) -> ToolResult:
+        session = self._find(id)
+        if session is None or not self._running(session):
             return ToolResult(self.m.render("write.unknown", id=id), "failed")
-        if session.overran:
+        if session.overran and not self.exact:
             return ToolResult(self.notices.render("blocking_session_input", id=id), "failed")
-        approved = self._allowed("shell_write_to_process", f"[input to session {id}] {command}")
-        if approved is None:
-            text = self.notices.render("declined", name="shell_write_to_process")
-            return ToolResult(text, "declined", command=command)
-        command = approved.removeprefix(f"[input to session {id}] ")
-        self._collect(session, DRAIN_IDLE_S, DRAIN_MAX_S)
-        try:
-            session.proc.write((command + "\n").encode("utf-8", "surrogateescape"))
-        except SandboxError as exc:
-            return ToolResult(self.m.render("write.error", id=id, error=exc), "failed", command=command)
-        output = self._collect(session, IDLE_S, MAX_S)
-        if not output.strip():
-            return ToolResult(self.m.render("write.no_output", id=id), command=command)
-        return ToolResult(output, command=command)
+        problem = python_error(lambda: (command + "\n").encode("utf-8")) if self.exact else ""
+        if not problem:  # nothing is sent otherwise: nothing to approve
+            approved = self._approve(f"[input to session {id}] {command}")
+            if approved is None:
+                text = self.notices.render("declined", name="shell_write_to_process")
+                return ToolResult(text, "declined", command=command)
+            command = approved.removeprefix(f"[input to session {id}] ")
+        return self._walled("shell_write_to_process", lambda: self._write_input(session, id, command, problem))
 
-    def shell_write_content_to_file(self, content: str, file_path: str) -> ToolResult:
-        if self._allowed("shell_write_content_to_file", f"write {len(content)} characters to {file_path}") is None:
+    def shell_write_content_to_file(self, content: Any, file_path: Any) -> ToolResult:
+        size = len(content) if isinstance(content, str) else 0
+        if self._approve(f"write {size} characters to {file_path}") is None:
             text = self.notices.render("declined", name="shell_write_content_to_file")
-            return ToolResult(text, "declined", path=file_path)
-        self._ensure_workdir()
-        if posixpath.isabs(file_path):
-            target = file_path
-        elif self.relative_paths == "root":
-            target = posixpath.join("/", file_path)
-            failure = self._prepare_like_upstream(file_path, target)
-            if failure:
-                return ToolResult(
-                    self.m.render("file.error", file_path=file_path, error=failure), "failed", path=target
-                )
-        else:
-            target = posixpath.join(self.workdir, file_path)
-        created = not self._test("-e", target)
-        try:
-            self.sandbox.write_file(target, content.encode("utf-8", "surrogateescape"))
-        except SandboxError as exc:
-            return ToolResult(self.m.render("file.error", file_path=file_path, error=exc), "failed", path=target)
-        return ToolResult(self.m.render("file.ok", file_path=file_path), path=target, created=created)
+            return ToolResult(text, "declined", path=str(file_path))
+        return self._walled("shell_write_content_to_file", lambda: self._write_file(content, file_path))
 
     def running(self, id: Any) -> bool:
         """A session of this id is still running (its end not yet reported)."""
@@ -306,7 +225,105 @@ class CamelTerminalTools:
         for proc in procs:
             proc.kill()
 
+    # --- what the tools do ----------------------------------------------------------------------------------------
+
+    def _walled(self, name: str, work: Callable[[], ToolResult]) -> ToolResult:
+        """Upstream ran every method without a timeout of its own in a thread it waited for at most 20 s; past that
+        the call answered so, and the work went on unobserved."""
+        if not self.exact:
+            return work()
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                outcome["result"] = work()
+            except BaseException as exc:  # handed to the caller, as upstream's wrapper re-raised it
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=run, name=f"oc-repl-{name}", daemon=True)
+        worker.start()
+        worker.join(self.wall_limit)
+        if worker.is_alive():
+            return ToolResult(self.m.render("wrapper.timeout", function=name, timeout=self.wall_limit), "timed_out")
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["result"]
+
+    def _view_call(self, id: Any) -> ToolResult:
+        session = self._find(id)
+        if session is None:
+            return ToolResult(self.m.render("view.unknown", id=id), "failed")
+        kind, output = self._look(session)
+        return ToolResult(output if kind == "output" else self._view_text(kind, output))
+
+    def _write_input(self, session: _Session, id: Any, command: Any, problem: str) -> ToolResult:
+        self._collect(session, DRAIN_IDLE_S, DRAIN_MAX_S)
+        if session.overran:  # exact mode: upstream's session had no socket to send the input to
+            problem = missing_attribute(None, "_sock")
+        if problem:
+            return ToolResult(self.m.render("write.error", id=id, error=problem), "failed", command=str(command))
+        try:
+            session.proc.write((command + "\n").encode("utf-8", "strict" if self.exact else "surrogateescape"))
+        except SandboxError as exc:
+            return ToolResult(self.m.render("write.error", id=id, error=exc), "failed", command=command)
+        output = self._collect(session, IDLE_S, MAX_S)
+        if not output.strip():
+            return ToolResult(self.m.render("write.no_output", id=id), command=command)
+        return ToolResult(output, command=command)
+
+    def _write_file(self, content: Any, file_path: Any) -> ToolResult:
+        self._ensure_workdir()
+        if self.exact or self.relative_paths == "root":
+            return self._write_like_upstream(content, file_path)
+        target = file_path if posixpath.isabs(file_path) else posixpath.join(self.workdir, file_path)
+        return self._put(content, file_path, target)
+
+    def _write_like_upstream(self, content: Any, file_path: Any) -> ToolResult:
+        """Upstream's steps: `mkdir -p` of the parent as given, in the container's own working directory (its
+        WORKDIR), then `docker cp`, which takes the path against / and, when it names a directory, puts the file in
+        it under the temporary file's name. Both agree only when the WORKDIR is /; otherwise a nested relative path
+        fails."""
+        try:
+            parent = posixpath.dirname(file_path)
+            # docker's client split the command string the way shlex does; a path that breaks it fails the call
+            mkdir = shlex.split(f'sh -lc "mkdir -p {shlex.quote(parent)}"') if parent else []
+        except (TypeError, ValueError) as exc:
+            return self._file_error(file_path, exc)
+        if mkdir:
+            workdir = getattr(self.sandbox, "image_workdir", None)
+            self.sandbox.exec(shlex.join(mkdir), timeout=30, cwd=workdir)
+        # the content went through a text file first
+        problem = python_error(lambda: io.TextIOWrapper(io.BytesIO(), encoding="utf-8").write(content))
+        if problem:
+            return self._file_error(file_path, problem)
+        target = posixpath.normpath(posixpath.join("/", file_path))
+        if self._test("-d", target):
+            target = posixpath.join(target, f"temp_{uuid.uuid4().hex}.txt")
+        elif not self._test("-d", posixpath.dirname(target)):
+            return self._file_error(
+                file_path, self.notices.render("no_directory", path=posixpath.dirname(target)), target
+            )
+        return self._put(content, file_path, target)
+
+    def _put(self, content: str, file_path: Any, target: str) -> ToolResult:
+        created = not self._test("-e", target)
+        try:
+            self.sandbox.write_file(target, content.encode("utf-8", "surrogateescape"))
+        except SandboxError as exc:
+            return self._file_error(file_path, exc, target)
+        return ToolResult(self.m.render("file.ok", file_path=file_path), path=target, created=created)
+
+    def _file_error(self, file_path: Any, error: object, target: str = "") -> ToolResult:
+        return ToolResult(self.m.render("file.error", file_path=file_path, error=error), "failed", path=target)
+
     # --- helpers ------------------------------------------------------------------------------------------------
+
+    def _wait(self, proc: Process, limit: float | None) -> bool:
+        if limit is not None:
+            return proc.wait(limit)
+        while not proc.wait(3600.0):  # no limit of its own: the run's limits (or Ctrl-C) end it
+            pass
+        return True
 
     def _ensure_workdir(self) -> None:
         if not self._workdir_ready:
@@ -316,36 +333,42 @@ class CamelTerminalTools:
     def _test(self, flag: str, path: str) -> bool:
         return self.sandbox.exec(f"test {flag} {shlex.quote(path)}", timeout=30).exit_code == 0
 
-    def _prepare_like_upstream(self, file_path: str, target: str) -> str:
-        """Upstream made the parent directory relative to the container's own working directory, then copied the
-        file to the path taken against /. Both agree only when that directory is /; otherwise the copy failed."""
-        parent = posixpath.dirname(file_path)
-        if not parent:
-            return ""
-        # the container's own working directory (its WORKDIR), not ours: that is where upstream's mkdir ran
-        self.sandbox.exec(
-            f"mkdir -p -- {shlex.quote(parent)}", timeout=30, cwd=getattr(self.sandbox, "image_workdir", None)
-        )
-        if not self._test("-d", posixpath.dirname(target)):
-            return f"directory '{posixpath.dirname(target)}' does not exist"
-        return ""
+    def _find(self, id: Any) -> _Session | None:
+        try:
+            return self._sessions.get(id)
+        except TypeError as exc:  # an id that cannot be a key (a list, an object), as upstream's lookup failed
+            raise ToolCallError("TypeError", str(exc)) from None
 
-    def _register(self, id: str, session: _Session) -> None:
+    def _running(self, session: _Session) -> bool:
+        """Upstream's `running` flag: a timed-out blocking command counted as running until a view reported its end."""
+        if session.ended:
+            return False
+        return True if session.overran and self.exact else session.proc.alive()
+
+    def _register(self, id: Any, session: _Session) -> None:
         old = self._sessions.get(id)
         if old is not None and old.proc.alive():
             self._replaced.append(old.proc)
         self._sessions[id] = session
 
-    def _start_session(self, id: str, command: str) -> ToolResult:
-        old = self._sessions.get(id)
-        if old is not None and not old.ended and old.proc.alive():
+    def _start_session(self, id: Any, command: str) -> ToolResult:
+        old = self._find(id)
+        if old is not None and self._running(old):
             return ToolResult(self.m.render("exec.already_running", id=id), "failed", command=command)
-        self._register(id, _Session(self.sandbox.spawn(command, tty=True, cwd=self.workdir), overran=False))
+        try:
+            proc = self.sandbox.spawn(command, tty=True, cwd=self.workdir)
+        except SandboxLost:
+            raise
+        except SandboxError as exc:  # the daemon refused the exec
+            return ToolResult(self.m.render("exec.start_error", error=exc), "failed", command=command)
+        self._register(id, _Session(proc, overran=False))
         return ToolResult(self.m.render("exec.session_started", id=id), command=command)
 
-    def _view(self, session: _Session) -> str:
-        kind, output = self._look(session)
-        return output if kind == "output" else self._view_text(kind, output)
+    def _blocking_text(self, data: bytes) -> str:
+        # upstream judged emptiness on the decoded text, before any conversion: output of escapes alone gives ""
+        if data.decode("utf-8", errors="ignore").strip():
+            return terminal_text(data)
+        return self.m.render("exec.no_output")
 
     def _look(self, session: _Session) -> tuple[str, str]:
         """What a look at a session finds: (the view template's name, or "output" for plain new output; the output)."""
@@ -365,31 +388,35 @@ class CamelTerminalTools:
         return ("terminated", text) if text else ("terminated_empty", "")
 
     def _collect(self, session: _Session, idle: float, max_wait: float) -> str:
-        """Output of a session until it has been quiet for `idle` seconds, or `max_wait` has passed."""
-        clock = session.proc.wait  # doubles as the pause between looks: it returns early when the process ends
+        """Output of a session until it has been quiet for `idle` seconds, or `max_wait` has passed.
+
+        Upstream looked again whenever output arrived and took every answer but the idle one for output. Its reader
+        queued a session's last output before it noticed the end, so that output came as plain output, and each look
+        after the end gave the no-new-output marker: the marker piled up once per idle period until the deadline,
+        once more at the end, then the warning.
+        """
         parts: list[str] = []
         start = last = time.monotonic()
         while (now := time.monotonic()) - start < max_wait:
             kind, output = self._look(session)
-            if session.ended:
-                # Measured upstream: the last output was read first and the end noticed a moment later; from then on
-                # each look returned the no-new-output marker, taken for fresh output, so the marker piled up once
-                # per idle period until the deadline, once more at the end, then the warning. Nothing else can
-                # arrive, so the same text is given at once instead of after the wait.
-                parts.append(output)
-                repeats = math.ceil((max_wait - (now - start)) / idle) + 1
-                body = "".join(parts) + self.m.render("view.terminated_empty") * repeats
-                return self.m.render("collect.still_outputting", output=body)
             if kind == "idle":
                 if now - last >= idle:
                     return "".join(parts)
             else:
-                parts.append(output if kind == "output" else self._view_text(kind, output))
+                parts.append(output if kind in ("output", "terminated") else self._view_text(kind, output))
                 last = now
-            clock(max(0.0, min(_POLL_S, idle - (time.monotonic() - last), max_wait - (time.monotonic() - start))))
+                if session.ended and not self.exact:  # nothing else can come: the same text at once, not after waiting
+                    repeats = math.ceil((max_wait - (now - start)) / idle) + (kind == "terminated")
+                    body = "".join(parts) + self.m.render("view.terminated_empty") * repeats
+                    return self.m.render("collect.still_outputting", output=body)
+            pause = max(0.0, min(idle - (time.monotonic() - last), max_wait - (time.monotonic() - start)))
+            if session.ended:
+                time.sleep(pause)  # upstream's collector slept until the next output, which never came
+            else:
+                session.proc.wait(min(_POLL_S, pause))  # returns early when the process ends
         kind, output = self._look(session)
         if kind != "idle":
-            parts.append(output if kind == "output" else self._view_text(kind, output))
+            parts.append(output if kind in ("output", "terminated") else self._view_text(kind, output))
         return self.m.render("collect.still_outputting", output="".join(parts))
 
     def _view_text(self, kind: str, output: str) -> str:

@@ -6,7 +6,8 @@ Three sources, each independent of the others (one failing never stops the rest)
 - camel: camel-ai 0.2.90 in a cached virtualenv: the TerminalToolkit tool schemas and the texts its tools return
   (`sync/camel.py`);
 - openclaw: OpenClaw-RL's `terminal-rl` (a checkout, file or URL the user names): the system prompt rendered by its
-  own function (`sync/openclaw.py`).
+  own function, and (from a checkout) the harness's tool-error and parse-error texts read out of its code
+  (`sync/openclaw.py`).
 
 Every asset is checked against a known sha256 (the manifests' `upstream_sha256`, else the hash a first sync
 recorded) and refused on a mismatch unless forced; files are written atomically; `sync.json` records each store.
@@ -184,8 +185,8 @@ ASSETS = {
         for protocol in ("terminus-json", "terminus-xml")
         for filename in ("prompt.txt", "timeout.txt", "messages.toml")
     ],
-    "camel": ["camel-terminal-toolkit/tools.json"],
-    "openclaw": ["camel-terminal-toolkit/system.txt"],
+    "camel": ["camel-terminal-toolkit/tools.json", "camel-terminal-toolkit/toolkit.toml"],
+    "openclaw": ["camel-terminal-toolkit/system.txt", "camel-terminal-toolkit/agent.toml"],
 }
 
 
