@@ -14,13 +14,10 @@ no-new-output marker for the whole wait, and the calls other than shell_exec end
 from __future__ import annotations
 
 import codecs
-import io
 import math
-import posixpath
 import shlex
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -38,6 +35,7 @@ from oc_repl.protocols.camel_args import (
     python_error,
     upstream_command,
 )
+from oc_repl.protocols.camel_files import write_content
 from oc_repl.protocols.templates import Templates
 from oc_repl.sandbox.text import terminal_text
 from oc_repl.types import Approve, Process, Sandbox, allow_all
@@ -152,7 +150,7 @@ class CamelTerminalTools:
         if approved is None:
             return ToolResult(self.notices.render("declined", name="shell_exec"), "declined", command=command)
         command = approved
-        self._ensure_workdir()
+        self.ensure_workdir()
         if not block:  # upstream's `if block:`: null starts a session too
             return self._start_session(id, command)
         if timeout is _LEFT_OUT or (timeout is None and not self.exact):
@@ -210,7 +208,7 @@ class CamelTerminalTools:
         if self._approve(f"write {size} characters to {file_path}") is None:
             text = self.notices.render("declined", name="shell_write_content_to_file")
             return ToolResult(text, "declined", path=str(file_path))
-        return self._walled("shell_write_content_to_file", lambda: self._write_file(content, file_path))
+        return self._walled("shell_write_content_to_file", lambda: write_content(self, content, file_path))
 
     def running(self, id: Any) -> bool:
         """A session of this id is still running (its end not yet reported)."""
@@ -271,51 +269,6 @@ class CamelTerminalTools:
             return ToolResult(self.m.render("write.no_output", id=id), command=command)
         return ToolResult(output, command=command)
 
-    def _write_file(self, content: Any, file_path: Any) -> ToolResult:
-        self._ensure_workdir()
-        if self.exact or self.relative_paths == "root":
-            return self._write_like_upstream(content, file_path)
-        target = file_path if posixpath.isabs(file_path) else posixpath.join(self.workdir, file_path)
-        return self._put(content, file_path, target)
-
-    def _write_like_upstream(self, content: Any, file_path: Any) -> ToolResult:
-        """Upstream's steps: `mkdir -p` of the parent as given, in the container's own working directory (its
-        WORKDIR), then `docker cp`, which takes the path against / and, when it names a directory, puts the file in
-        it under the temporary file's name. Both agree only when the WORKDIR is /; otherwise a nested relative path
-        fails."""
-        try:
-            parent = posixpath.dirname(file_path)
-            # docker's client split the command string the way shlex does; a path that breaks it fails the call
-            mkdir = shlex.split(f'sh -lc "mkdir -p {shlex.quote(parent)}"') if parent else []
-        except (TypeError, ValueError) as exc:
-            return self._file_error(file_path, exc)
-        if mkdir:
-            workdir = getattr(self.sandbox, "image_workdir", None)
-            self.sandbox.exec(shlex.join(mkdir), timeout=30, cwd=workdir)
-        # the content went through a text file first
-        problem = python_error(lambda: io.TextIOWrapper(io.BytesIO(), encoding="utf-8").write(content))
-        if problem:
-            return self._file_error(file_path, problem)
-        target = posixpath.normpath(posixpath.join("/", file_path))
-        if self._test("-d", target):
-            target = posixpath.join(target, f"temp_{uuid.uuid4().hex}.txt")
-        elif not self._test("-d", posixpath.dirname(target)):
-            return self._file_error(
-                file_path, self.notices.render("no_directory", path=posixpath.dirname(target)), target
-            )
-        return self._put(content, file_path, target)
-
-    def _put(self, content: str, file_path: Any, target: str) -> ToolResult:
-        created = not self._test("-e", target)
-        try:
-            self.sandbox.write_file(target, content.encode("utf-8", "surrogateescape"))
-        except SandboxError as exc:
-            return self._file_error(file_path, exc, target)
-        return ToolResult(self.m.render("file.ok", file_path=file_path), path=target, created=created)
-
-    def _file_error(self, file_path: Any, error: object, target: str = "") -> ToolResult:
-        return ToolResult(self.m.render("file.error", file_path=file_path, error=error), "failed", path=target)
-
     # --- helpers ------------------------------------------------------------------------------------------------
 
     def _wait(self, proc: Process, limit: float | None) -> bool:
@@ -325,12 +278,12 @@ class CamelTerminalTools:
             pass
         return True
 
-    def _ensure_workdir(self) -> None:
+    def ensure_workdir(self) -> None:
         if not self._workdir_ready:
             self.sandbox.exec(f"mkdir -p -- {shlex.quote(self.workdir)}", timeout=30)
             self._workdir_ready = True
 
-    def _test(self, flag: str, path: str) -> bool:
+    def test(self, flag: str, path: str) -> bool:
         return self.sandbox.exec(f"test {flag} {shlex.quote(path)}", timeout=30).exit_code == 0
 
     def _find(self, id: Any) -> _Session | None:
