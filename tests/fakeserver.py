@@ -9,11 +9,12 @@ and sends the result in the wire shapes of reference/wire-formats.md, streamed o
 
 REPLY = {"text": model text} plus any of: max_tokens_cut, finish_reason, http_error + body (+ headers),
 stream_error, stall, keepalive / empty_deltas (a stall of that many seconds that still sends `: ping`
-comments / chunks with empty deltas), disconnect, reset (the socket is reset mid-stream), drop_stream (200,
-then the socket closes with no data), usage (fields to override), omit_usage, raw_stream / raw_body (chunks /
-a body sent exactly as given; bytes go out byte for byte), delay. The script's `models_body` replaces the
-answer to GET /models. Each recorded request carries `received`, the server's time.perf_counter() when it
-arrived. Run `python -m tests.fakeserver SCRIPT.json [--requests-log F] [--port-file F]` to serve until killed.
+comments / chunks with empty deltas; unstreamed, keepalive sends spaces before the body), disconnect,
+reset (the socket is reset mid-stream), drop_stream (200, then the socket closes with no data), usage
+(fields to override), omit_usage, raw_stream / raw_body (chunks / a body sent exactly as given; bytes go
+out byte for byte), delay. The script's `models_body` replaces the answer to GET /models. Each recorded
+request carries `received` (the server's time.perf_counter() on arrival) and `client_port`.
+Run `python -m tests.fakeserver SCRIPT.json [--requests-log F] [--port-file F]` to serve until killed.
 """
 
 from __future__ import annotations
@@ -254,9 +255,27 @@ class _Handler(BaseHTTPRequestHandler):
             data = data[: len(data) // 2]
         self.wfile.write(data)
 
+    def _trickled_json(self, payload: Any, seconds: float) -> None:
+        """200 at once, then a space every 0.1 s (JSON allows leading whitespace) before the body: bytes keep
+        coming, so no read timeout fires, yet the answer takes `seconds` to arrive."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        end = time.monotonic() + seconds
+        try:
+            while time.monotonic() < end:
+                self._chunk(b" ")
+                if self.server.fake._stopping.wait(0.1):
+                    return
+            self._chunk(json.dumps(payload).encode())
+            self._chunk(b"")
+        except OSError:  # the client gave up and closed its end
+            self.close_connection = True
+
     def do_GET(self) -> None:
         fake = self.server.fake
-        fake._record("GET", self.path, None, self.headers, time.perf_counter())
+        fake._record("GET", self.path, None, self.headers, time.perf_counter(), self.client_address[1])
         if self.path.rstrip("/").endswith("/models"):
             model = fake.script.get("model", "qwen3-8b-oc")
             listed = {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "fake"}]}
@@ -271,7 +290,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw or b"{}")
         except ValueError:
             body = None
-        fake._record("POST", self.path, body, self.headers, received)
+        fake._record("POST", self.path, body, self.headers, received, self.client_address[1])
         if not self.path.rstrip("/").endswith("/chat/completions"):
             return self._json(404, _error_body(404, f"no route {self.path}"))
         if not isinstance(body, dict):
@@ -298,6 +317,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not stream:
             choice = {"index": 0, "message": full_message(script, out), "finish_reason": out["finish"]}
             payload = {**envelope, "object": "chat.completion", "choices": [choice], "usage": usage}
+            if reply.get("keepalive"):
+                return self._trickled_json(payload, reply["keepalive"])
             return self._json(200, payload, cut=bool(reply.get("disconnect")))
         self._stream(script, reply, body, out, usage, envelope)
         return None
@@ -436,12 +457,13 @@ class FakeServer:
             return replies[n]
         return replies[-1] if replies and self.script.get("cycle") else None
 
-    def _record(self, method: str, path: str, body: Any, headers: Any, received: float) -> None:
+    def _record(self, method: str, path: str, body: Any, headers: Any, received: float, port: int) -> None:
         entry = {
             "method": method,
             "path": path,
             "body": body,
             "received": received,
+            "client_port": port,  # one port for several requests: the client reused its connection
             "headers": {k.lower(): v for k, v in headers.items() if k.lower() != "authorization"},
         }
         with self._lock:
