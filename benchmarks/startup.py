@@ -1,7 +1,9 @@
 """Start-up cost of a one-shot run against a loopback server, beside the bare interpreter measured in the same run.
 
 Rows (medians of --runs, each a fresh process):
-- `python -c pass` and `python -c "import httpx"`: the floor and the HTTP stack alone;
+- `python -c pass`, `python -c "import httpx"` and `import httpcore`: the floor, the HTTP stack alone, and its
+  transport layer alone (httpx also imports its command-line client when click, rich and pygments are installed);
+- importing the chat client, and making one (what a run pays before its first request);
 - `oc-repl --version`;
 - `oc-repl run` (human output and --json): the time from process start until the first chat request reaches the
   server (GET /models comes first, as in a run without --model), and the wall time of the whole run; the model
@@ -28,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 from tests.fakeserver import FakeServer  # noqa: E402
 
 ANSWER = {"text": "<think>\n\n</think>\n\nok"}
+MAKE_CLIENT = "from oc_repl.client.chat import ChatClient; ChatClient({!r}, 'EMPTY', 'm')"
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -73,6 +76,9 @@ def main() -> None:
         rows = [
             ("python -c pass", wall([py, "-c", "pass"], env, runs), None),
             ('python -c "import httpx"', wall([py, "-c", "import httpx"], env, runs), None),
+            ('python -c "import httpcore"', wall([py, "-c", "import httpcore"], env, runs), None),
+            ("import oc_repl.client.chat", wall([py, "-c", "import oc_repl.client.chat"], env, runs), None),
+            ("... and make a ChatClient", wall([py, "-c", MAKE_CLIENT.format(server.url)], env, runs), None),
             ("oc-repl --version", wall([py, "-m", "oc_repl", "--version"], env, runs), None),
         ]
         for name, argv in (("oc-repl run", run), ("oc-repl run --json", [*run[:4], "--json", *run[4:]])):

@@ -1,5 +1,6 @@
 """Per-turn client overhead: a full oc-repl turn (request, parse, one `shell_exec` of `true`, events, transcript)
-against the bare parts measured in the same run (one HTTP round trip to the same server + one `bash -c true`).
+against the bare parts measured in the same run: one HTTP round trip to the same server with the same body (for
+the streamed turn, the same streamed request read to its end) + one `bash -c true`.
 
 The server answers instantly, so everything above the bare parts is oc-repl's own cost. Goal: <= 5 ms.
 Run: python benchmarks/turn_overhead.py [--turns 200]
@@ -30,14 +31,18 @@ from tests.fakeserver import FakeServer, call_text  # noqa: E402
 CALL = {"text": call_text("shell_exec", {"id": "s1", "command": "true", "block": True, "timeout": None})}
 
 
-def bare_parts(url: str, body: dict, turns: int) -> float:
+def bare_parts(url: str, body: dict, turns: int, stream: bool) -> float:
     import httpx
 
+    if stream:
+        body = {**body, "stream": True, "stream_options": {"include_usage": True}}
     with httpx.Client() as http:
-        http.post(f"{url}/chat/completions", json=body)
+        http.post(f"{url}/chat/completions", json=body).read()
         start = time.perf_counter()
         for _ in range(turns):
-            http.post(f"{url}/chat/completions", json=body).json()
+            with http.stream("POST", f"{url}/chat/completions", json=body) as response:
+                for _line in response.iter_lines():
+                    pass
             subprocess.run(["bash", "-c", "true"], check=True)
         return (time.perf_counter() - start) / turns
 
@@ -66,14 +71,16 @@ def main() -> None:
     with FakeServer({"replies": [CALL], "cycle": True}).start() as server, tempfile.TemporaryDirectory() as tmp:
         oc_repl_turns(server.url, 5, False, Path(tmp))  # warm-up: imports, connection
         body = server.chat_requests()[-1]["body"]  # the same request oc-repl sends (one turn of history)
-        bare = bare_parts(server.url, body, turns)
-        plain = oc_repl_turns(server.url, turns, False, Path(tmp))
-        streamed = oc_repl_turns(server.url, turns, True, Path(tmp))
-    print(f"bare HTTP round trip + bash -c true   {bare * 1000:7.2f} ms/turn")
-    for name, value in (("oc-repl turn, not streamed", plain), ("oc-repl turn, streamed", streamed)):
+        rows = []
+        for stream, name in ((False, "not streamed"), (True, "streamed")):
+            bare = bare_parts(server.url, body, turns, stream)
+            ours = oc_repl_turns(server.url, turns, stream, Path(tmp))
+            rows.append((name, bare, ours))
+    for name, bare, ours in rows:
+        print(f"bare round trip + bash -c true, {name:13s} {bare * 1000:7.2f} ms/turn")
         print(
-            f"{name:36s} {value * 1000:7.2f} ms/turn   overhead {(value - bare) * 1000:+6.2f} ms"
-            f"   ratio {value / bare:.2f}x"
+            f"oc-repl turn, {name:31s} {ours * 1000:7.2f} ms/turn   overhead {(ours - bare) * 1000:+6.2f} ms"
+            f"   ratio {ours / bare:.2f}x"
         )
     print("goal: overhead <= 5 ms per turn; history grows each turn, so late turns carry more JSON")
 

@@ -105,7 +105,11 @@ def load_file(path: Path | None, profile: str | None) -> dict[str, Any]:
 
 def validate(values: dict[str, Any]) -> RunSettings:
     try:
-        return RunSettings(**values)
+        settings = RunSettings(**values)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise UsageError(f"invalid settings: {problems}") from exc
+    from oc_repl.client.api_base import check_api_base
+
+    check_api_base(settings.api_base)  # a usage error before anything starts, not a connection retried later
+    return settings

@@ -19,6 +19,7 @@ from oc_repl.client.failures import RETRY_AFTER_CAP, Failure, retry_after, retry
 from oc_repl.client.think import ThinkRouter
 from oc_repl.client.wire import MAX_DEPTH, StreamAccumulator, TooDeep, build_reply, loads, normalise_history
 from oc_repl.errors import ContextOverflow, ServerError, ServerUnreachable, UsageError
+from tests.conftest import run_cli
 from tests.fakeserver import FakeServer, call_text, calls_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -750,13 +751,22 @@ def test_10_5b_invalid_utf8_reads_as_replacement_characters(run, stream):
         assert r.text("content") == got.content
 
 
-@pytest.mark.parametrize("api_base", ["not a url", "ftp://x", "", "   ", "http://", "http://host:port/v1", "127.0.0.1"])
+@pytest.mark.parametrize(
+    "api_base", ["not a url", "ftp://x", "", "   ", "http://", "http://host:port/v1", "127.0.0.1", "http://a b/v1"]
+)
 def test_10_5c_api_base_that_is_not_http_is_a_usage_error(api_base):
     started = time.monotonic()
     with pytest.raises(UsageError) as info:
         ChatClient(api_base, "k", "m", retries=3)
     assert info.value.exit_code == 2 and "http(s) URL" in info.value.message
     assert time.monotonic() - started < 2  # no request, no backoff
+
+
+@pytest.mark.parametrize("command", ["run", "doctor"])
+def test_10_5c_cli_rejects_an_api_base_that_is_not_http(tmp_path, command):
+    extra = ["--sandbox", f"local:{tmp_path}", "--yes", "hello"] if command == "run" else []
+    proc = run_cli([command, "--api-base", "ftp://x", *extra], tmp_path, timeout=60)
+    assert proc.returncode == 2 and "http(s) URL" in proc.stderr and "Traceback" not in proc.stderr
 
 
 @pytest.mark.parametrize("kwargs", [{"api_key": "a\nb"}, {"api_key": "clé"}, {"idle_timeout": 0}])

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from contextlib import closing
 from typing import Any
 
+from oc_repl.client.api_base import check_api_base, unusable
 from oc_repl.client.failures import (
     Failure,
     Incomplete,
@@ -73,7 +74,12 @@ class ChatClient:
         import httpx
 
         self._httpx = httpx
-        self.api_base = _checked_base(api_base, httpx)
+        self.api_base = check_api_base(api_base)
+        try:
+            self._chat_url = httpx.URL(self.api_base + "/chat/completions")
+            self._models_url = httpx.URL(self.api_base + "/models")
+        except httpx.InvalidURL as exc:
+            raise unusable(api_base, str(exc)) from exc
         key = api_key or "EMPTY"
         if not (key.isascii() and key.isprintable()):
             raise UsageError("The API key must be printable ASCII (it goes in an HTTP header).")
@@ -104,8 +110,6 @@ class ChatClient:
             follow_redirects=False,
             verify=self.api_base.startswith("https:"),
         )
-        self._chat_url = httpx.URL(self.api_base + "/chat/completions")
-        self._models_url = httpx.URL(self.api_base + "/models")
 
     # --- public --------------------------------------------------------------------------------------
 
@@ -186,9 +190,9 @@ class ChatClient:
 
     def _streamed(self, body: dict[str, Any], max_tokens: int | None, on_delta: OnDelta | None) -> Reply:
         started = time.monotonic()
-        reader = StreamReader(on_delta, self.idle_timeout, started)
         wire = {**body, "stream": True, "stream_options": {"include_usage": True}}
         with closing(self._open("POST", self._chat_url, wire, self._stream_timeout)) as response:
+            reader = StreamReader(on_delta, self.idle_timeout, started)  # the idle clock starts with the stream
             try:
                 reader.read(response.iter_bytes())
             except self._httpx.TransportError as exc:
@@ -246,19 +250,6 @@ class ChatClient:
         if not isinstance(error, ServerUnreachable):
             error = ServerError(f"{error.message} (gave up after {self.attempts} attempts)", hint=error.hint)
         raise error from cause
-
-
-def _checked_base(api_base: str, httpx: Any) -> str:
-    base = (api_base or "").strip().rstrip("/")
-    try:
-        url = httpx.URL(base)
-    except httpx.InvalidURL:
-        url = None
-    if url is None or url.scheme not in ("http", "https") or not url.host:
-        raise UsageError(
-            f"The api base must be an http(s) URL, not {api_base!r}.", hint="For example http://127.0.0.1:30000/v1"
-        )
-    return base
 
 
 def _encode(body: dict[str, Any]) -> bytes:
