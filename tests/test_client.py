@@ -16,6 +16,7 @@ import pytest
 
 from oc_repl.client.chat import ChatClient
 from oc_repl.client.failures import RETRY_AFTER_CAP, Failure, retry_after, retry_wait
+from oc_repl.client.stream import Events
 from oc_repl.client.think import ThinkRouter
 from oc_repl.client.wire import MAX_DEPTH, StreamAccumulator, TooDeep, build_reply, loads, normalise_history
 from oc_repl.errors import ContextOverflow, ServerError, ServerUnreachable, UsageError
@@ -367,6 +368,17 @@ def test_think_router_every_split():
             router.flush()
             got = {k: "".join(t for kk, t in out if kk == k) for k in ("content", "reasoning")}
             assert got == {"content": "x <think>y", "reasoning": "a </thin b"}, (i, j)
+
+
+def test_sse_events_whatever_the_split():
+    # CRLF, LF and lone CR line ends; a comment; other fields; two data lines; an empty event; no final blank line
+    text = b': ping\r\n\r\ndata: {"a": 1}\r\n\r\nevent: x\nid: 3\ndata:two\ndata: lines\n\n'
+    text += b"data: a\r\rdata\r\rdata: [DONE]"
+    for i in range(len(text) + 1):
+        for j in range(i, len(text) + 1):
+            events = Events()
+            got = events.feed(text[:i]) + events.feed(text[i:j]) + events.feed(text[j:]) + events.end()
+            assert got == ['{"a": 1}', "two\nlines", "a", "[DONE]"], (i, j)
 
 
 # --- request shaping ----------------------------------------------------------------------------------------

@@ -25,14 +25,17 @@ class Events:
     blank line ends it; comments (`: ping`) and the other fields carry nothing a chat stream needs."""
 
     def __init__(self) -> None:
-        self._tail = b""
+        self._tail: list[bytes] = []  # the start of a line still arriving, kept in pieces: no quadratic joins
         self._data: list[str] = []
 
     def feed(self, chunk: bytes) -> list[str]:
         """The payloads of the events this chunk completes."""
-        lines = (self._tail + chunk).splitlines(keepends=True)
+        if b"\n" not in chunk and b"\r" not in chunk:
+            self._tail.append(chunk)
+            return []
+        lines = b"".join([*self._tail, chunk]).splitlines(keepends=True)
         # a last line without LF is incomplete, or ends in a CR that the next chunk may turn into CRLF
-        self._tail = lines.pop() if lines and not lines[-1].endswith(b"\n") else b""
+        self._tail = [lines.pop()] if lines and not lines[-1].endswith(b"\n") else []
         return [payload for line in lines if (payload := self._line(line)) is not None]
 
     def end(self) -> list[str]:
@@ -44,9 +47,9 @@ class Events:
     def _line(self, raw: bytes) -> str | None:
         line = raw.rstrip(b"\r\n")
         if not line:
-            payload = "\n".join(self._data) if self._data else None
+            payload = "\n".join(self._data)
             self._data = []
-            return payload
+            return payload if payload.strip() else None  # an event without data carries nothing to read
         if line.startswith(b"data:") or line == b"data":
             value = line[5:]
             self._data.append((value[1:] if value.startswith(b" ") else value).decode("utf-8", "replace"))

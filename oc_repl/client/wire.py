@@ -56,25 +56,22 @@ def new_call_id() -> str:
 # --- history ---------------------------------------------------------------------------------------
 
 
-_KEPT = ""  # in a memo: the arguments string goes back as it is
-
-
 def _history_arguments(arguments: Any, memo: dict[str, str] | None) -> Any:
     """Arguments as a JSON object string; anything that is not one becomes "{}".
 
     Servers parse history arguments before templating (sglang answers 500 on invalid JSON) and the
     Qwen3 template renders an object, so a cut or garbled string cannot go back verbatim. A string
     that already holds an object is kept byte for byte (the very object, so callers can tell by identity).
-    `memo` remembers the verdict per string, so a long conversation is not parsed again every turn.
+    `memo` remembers the answer per string, so a long conversation is not parsed again every turn.
     """
-    if isinstance(arguments, str):
-        known = memo.get(arguments) if memo is not None else None
-        if known is None:
-            known = _KEPT if _is_json_object(arguments) else _reencoded(arguments)
-            if memo is not None:
-                memo[arguments] = known
-        return arguments if known is _KEPT else known
-    return _reencoded(arguments)
+    if not isinstance(arguments, str):
+        return _reencoded(arguments)
+    known = memo.get(arguments) if memo is not None else None
+    if known is None:
+        known = arguments if _is_json_object(arguments) else _reencoded(arguments)
+        if memo is not None:
+            memo[arguments] = known
+    return known
 
 
 def _reencoded(arguments: Any) -> str:
