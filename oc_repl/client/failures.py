@@ -186,10 +186,11 @@ def _root_cause(exc: BaseException) -> str:
     return str(last) or type(last).__name__
 
 
-_VLLM_LIMIT = re.compile(r"maximum context length is (\d+) tokens")
-_VLLM_ASKED = re.compile(r"(?:you requested|your request has) (\d+)")
-_VLLM_BUDGET = re.compile(r"too large: (\d+)\..*?maximum context length is (\d+) tokens and your request has (\d+)")
-_SGLANG = re.compile(r"input \((\d+) tokens\) is longer than the model's context length \((\d+) tokens\)")
+# patterns, not compiled at import: they are needed only once a request failed (re caches them then)
+_VLLM_LIMIT = r"maximum context length is (\d+) tokens"
+_VLLM_ASKED = r"(?:you requested|your request has) (\d+)"
+_VLLM_BUDGET = r"too large: (\d+)\..*?maximum context length is (\d+) tokens and your request has (\d+)"
+_SGLANG = r"input \((\d+) tokens\) is longer than the model's context length \((\d+) tokens\)"
 _OVERFLOW_WORDS = ("context_length_exceeded", "context length", "context size", "context window")
 
 
@@ -198,17 +199,17 @@ def context_overflow(body: Any, message: str) -> ContextOverflow | None:
     asked = limit = None
     larger = "serve the model with a larger context (sglang --context-length, vLLM --max-model-len, llama.cpp -c)"
     larger += ". Server said: " + message
-    if m := _VLLM_BUDGET.search(message):  # newer vLLM: the prompt fits, prompt + max_tokens does not
+    if m := re.search(_VLLM_BUDGET, message):  # newer vLLM: the prompt fits, prompt + max_tokens does not
         new, limit, prompt = (int(g) for g in m.groups())
         text = f"The prompt ({prompt} tokens) plus the requested new tokens ({new}) exceed the context ({limit})."
         return ContextOverflow(text, hint=f"Lower --max-tokens (at most {limit - prompt}) or {larger}")
     if isinstance(body, dict) and body.get("type") == "exceed_context_size_error":
         asked, limit = _int(body.get("n_prompt_tokens")), _int(body.get("n_ctx"))
-    elif m := _VLLM_LIMIT.search(message):
+    elif m := re.search(_VLLM_LIMIT, message):
         limit = int(m.group(1))
-        if a := _VLLM_ASKED.search(message):
+        if a := re.search(_VLLM_ASKED, message):
             asked = int(a.group(1))
-    elif m := _SGLANG.search(message):
+    elif m := re.search(_SGLANG, message):
         asked, limit = int(m.group(1)), int(m.group(2))
     elif not any(w in message.lower() for w in _OVERFLOW_WORDS):
         return None

@@ -7,8 +7,8 @@ Nothing here touches the network or imports the SDK, so every rule about server 
 from __future__ import annotations
 
 import json
+import os
 import re
-import secrets
 from typing import Any
 
 from oc_repl.client.think import split_think
@@ -50,7 +50,7 @@ def _check_depth(value: Any) -> None:
 
 
 def new_call_id() -> str:
-    return "call_" + secrets.token_hex(12)
+    return "call_" + os.urandom(12).hex()  # what secrets.token_hex does, without importing hmac and random
 
 
 # --- history ---------------------------------------------------------------------------------------
