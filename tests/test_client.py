@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import random
 import re
 import socket
 import subprocess
@@ -842,6 +843,53 @@ def test_error_object_as_a_plain_body(run):
     r = run({"cycle": True, "replies": [{"raw_body": {"error": OVERFLOW_BODIES["vllm"]}}]}, stream=False)
     with pytest.raises(ContextOverflow):
         r.complete({})
+
+
+_ATOMS = [None, True, 0, -1, 1.5, 1e308, "", "x", "stop", "length", "tool_calls", "\ud800", [], {}, [None], "[DONE]"]
+_KEYS = ["choices", "delta", "message", "content", "tool_calls", "function", "name", "arguments", "id", "index"]
+_KEYS += ["finish_reason", "usage", "reasoning_content", "reasoning", "error", "completion_tokens", "text"]
+
+
+def _random_body(rng: random.Random, stream: bool) -> dict:
+    """A reply script entry: bodies and streams of every shape, JSON or not, UTF-8 or not."""
+
+    def value(depth: int = 0):
+        roll = rng.random()
+        if depth > 4 or roll < 0.4:
+            return rng.choice(_ATOMS)
+        if roll < 0.7:
+            return {rng.choice(_KEYS): value(depth + 1) for _ in range(rng.randint(0, 4))}
+        return [value(depth + 1) for _ in range(rng.randint(0, 3))]
+
+    def shaped() -> dict:
+        call = {"id": value(3), "function": {"name": rng.choice(["ls", value(3)]), "arguments": value(3)}}
+        message = {"role": "assistant", "content": value(2), "tool_calls": rng.choice([value(2), [call]])}
+        return {"choices": [{"message": message, "delta": message, "finish_reason": rng.choice(_ATOMS)}]}
+
+    def junk() -> bytes:
+        return bytes(rng.randrange(256) for _ in range(rng.randint(0, 40)))
+
+    def one():
+        return rng.choice([shaped, shaped, value, lambda: b"data: " + junk() + b"\n\n", junk])()
+
+    if stream:
+        return {"raw_stream": [one() for _ in range(rng.randint(0, 6))]}
+    return {"raw_body": rng.choice([shaped, value, junk])()}
+
+
+def test_10_random_server_bodies_end_in_a_reply_or_a_server_error(run):
+    rng = random.Random(10)
+    r = run({"cycle": True, "replies": [{"text": "ok"}]}, retries=0)
+    for case in range(300):
+        stream = case % 2 == 0
+        r.server.script["replies"][0] = _random_body(rng, stream)
+        r.client.stream = stream
+        try:
+            reply = r.complete({"tools": TOOLS} if case % 3 else {})
+        except ServerError:
+            continue
+        assert all(isinstance(getattr(reply, f), str) for f in ("content", "reasoning", "finish_reason")), case
+        assert all(isinstance(c.id, str) and isinstance(c.arguments, dict) for c in reply.tool_calls), case
 
 
 # --- issue 12: start-up and per-turn cost -------------------------------------------------------------------
