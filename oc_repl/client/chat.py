@@ -45,7 +45,7 @@ OnDelta = Callable[[str, str], None]
 OnRetry = Callable[[str, int], None]
 
 _MODELS_TIMEOUT = 60.0
-_ERROR_BODY = 64 * 1024  # an error body past this is not read: its start says what went wrong
+_ERROR_BODY, _ERROR_BODY_SECONDS = 64 * 1024, 10.0  # an error body is read no further: its start says what went wrong
 _MEMO_LIMIT = 1024  # history arguments remembered as checked; a long shell session starts over past this
 
 
@@ -263,11 +263,11 @@ def _encode(body: dict[str, Any]) -> bytes:
 
 
 def _status_error(response: Any, httpx: Any) -> StatusError:
-    data = b""
+    data, until = b"", time.monotonic() + _ERROR_BODY_SECONDS
     try:
         for piece in response.iter_bytes():
             data += piece
-            if len(data) > _ERROR_BODY:
+            if len(data) > _ERROR_BODY or time.monotonic() > until:
                 break
     except httpx.HTTPError:
         pass  # what arrived is all there is to quote
