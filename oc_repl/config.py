@@ -168,6 +168,9 @@ def validate(values: dict[str, Any]) -> RunSettings:
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise UsageError(f"invalid settings: {problems}") from exc
+    from oc_repl.client.api_base import check_api_base
+
+    check_api_base(settings.api_base)  # a usage error before anything starts, not a connection retried later
     check_sandbox_spec(settings.sandbox)
     if settings.verify_file is not None:
         try:
