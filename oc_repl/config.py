@@ -53,6 +53,7 @@ class RunSettings(BaseModel):
     stream: bool = True
     retries: int = Field(default=3, ge=0)
     idle_timeout: float = Field(default=120.0, gt=0)
+    request_timeout: float = Field(default=600.0, gt=0)  # an unstreamed reply, whole, per attempt
     verify: str | None = None
     verify_file: Path | None = None
     verify_timeout: float = Field(default=600.0, gt=0)

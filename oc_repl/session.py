@@ -130,6 +130,7 @@ class Session:
             stream=settings.stream,
             retries=settings.retries,
             idle_timeout=settings.idle_timeout,
+            request_timeout=settings.request_timeout,
             on_retry=self._on_retry,
         )
         self.protocol: AgentProtocol | None = None

@@ -65,6 +65,11 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--stream/--no-stream", default=None, help="Stream replies (default on)."),
         click.option("--retries", type=int, help="Retries for server faults (default 3)."),
         click.option("--idle-timeout", type=float, help="Seconds a stream may stall before it is retried (120)."),
+        click.option(
+            "--request-timeout",
+            type=float,
+            help="Seconds an unstreamed reply may take, whole, before it is retried (600).",
+        ),
         click.option("--verify", help="Command run in the sandbox after the agent; exit 0 = success."),
         click.option(
             "--verify-file",
