@@ -178,3 +178,24 @@ def test_the_local_pane_ignores_the_users_tmux_config_and_shell(serve, tmp_path)
     proc = run_cli(terminus(server, tmp_path / "w", "terminus-json", "look"), tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "\n-bash\n40\non\n" in user_messages(server)[1]
+
+
+def test_9_4_typed_ahead_replies_show_what_an_exact_wait_shows(serve, tmp_path):
+    from tests.test_pty_terminal import SLOW_PROMPT  # a prompt that looks idle a second before the shell reads
+
+    two = {"analysis": "a", "plan": "p", "commands": [{"keystrokes": f"echo {x}\n", "duration": 3.0} for x in "ab"]}
+    replies = [
+        js([(SLOW_PROMPT, 5.0)]),
+        {"text": "```json\n" + json.dumps(two) + "\n```"},  # fenced: the observation comes with warnings
+        js([("echo c\n", -1), ("echo d\n", 3.0)]),
+        js([], True),
+        js([], True),
+    ]
+    seen = {}
+    for wait in ("exact", "detect"):
+        server = serve({"replies": replies})
+        proc = run_cli(terminus(server, tmp_path / "w", "terminus-json", "--wait", wait, "go"), tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        seen[wait] = user_messages(server)
+    assert "\na\nslow$\nb\nslow$\n" in seen["exact"][2] and "\nc\nslow$\nd\nslow$\n" in seen["exact"][3]
+    assert seen["detect"] == seen["exact"]

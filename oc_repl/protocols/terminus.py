@@ -30,7 +30,7 @@ from oc_repl.protocols.terminus_parse import (
     salvage_xml,
     strip_think,
 )
-from oc_repl.sandbox.terminal import MAX_WAIT, Terminal, TmuxTerminal
+from oc_repl.sandbox.terminal import MAX_WAIT, Terminal, TmuxTerminal, private_socket
 from oc_repl.types import Asset, Emit, Message, Reply, Request, Sandbox, Step, Task, approve
 
 Wait = Literal["detect", "exact"]
@@ -71,7 +71,7 @@ class TerminusProtocol:
 
                 self._terminal = PtyTerminal(sandbox, cwd=cwd)
             else:
-                socket = f"oc-repl-{id(self):x}" if sandbox.spec.startswith("local:") else None
+                socket = private_socket() if sandbox.spec.startswith("local:") else None
                 self._terminal = TmuxTerminal(sandbox, cwd=cwd, socket=socket)
         return self._terminal
 
