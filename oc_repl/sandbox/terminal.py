@@ -198,8 +198,11 @@ class TmuxTerminal(Terminal):
             self.close()
             raise SandboxError(f"the terminal failed: tmux gave no pane ({pid or 'no output'})")
         self.pid = int(pid)  # the pane's shell: the same process for the whole session
-        # The first screen the model sees should hold the shell's prompt, not a blank pane still starting up.
-        self.wait(STARTUP_WAIT, time.monotonic())
+        try:  # the first screen the model sees should hold the shell's prompt, not a blank pane still starting up
+            self.wait(STARTUP_WAIT, time.monotonic())
+        except BaseException:
+            self.close()
+            raise
 
     def _run(self, command: str, cwd: str | None = None, timeout: float = 30) -> str:
         result = self.sandbox.exec(command, timeout=timeout, cwd=cwd)
