@@ -7,8 +7,8 @@ the loopback are shared by all the commands of a sandbox. The holder is pid 1 in
 everything in the namespace. It ends at `close()`, or when this process dies (its stdin, a pipe only we hold, reaches
 end of file), so not even a SIGKILLed client leaves a confined process behind.
 
-Commands have no capabilities and cannot gain any (no_new_privs): as root, a process could otherwise remount the
-read-only host writable. The model's processes see only their own pid namespace, so they cannot signal or trace the
+Commands have no capabilities and cannot gain any: as root, a process could otherwise remount the read-only host
+writable. The model's processes see only their own pid namespace, so they cannot signal or trace the
 host's processes either.
 """
 
@@ -207,8 +207,11 @@ class Confinement:
         argv += [f"--wdns={cwd}", "--"]
         if self._nested_user:  # pid 1 is the holder, already in the namespace, so this cannot be forged
             argv += [nsenter, "--target=1", "--user", "--preserve-credentials", "--"]
-        drop = ["--bounding-set=-all", "--inh-caps=-all"] if self._own_user and os.geteuid() == 0 else []
-        return [*argv, self._tools["setpriv"], "--no-new-privs", *drop, "--"]
+        if self._own_user and os.geteuid() == 0:
+            # Root keeps its capabilities through nsenter; without them it can gain none again. As anyone else, the
+            # program starts without capabilities, and the mounts are nosuid: nothing can raise it.
+            argv += [self._tools["setpriv"], "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", "--"]
+        return argv
 
     def close(self) -> None:
         """End every process of the sandbox and remove its private /tmp."""
