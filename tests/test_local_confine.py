@@ -259,10 +259,11 @@ def test_tmux_meets_its_server_under_the_private_tmp(box: LocalSandbox):
     terminal = TmuxTerminal(box, cwd=box.workdir, socket=f"oc-repl-test-{os.getpid()}")
     try:
         terminal.send_keys("echo from-tmux > made.txt\n")
+        made = box.root / "made.txt"
         deadline = time.monotonic() + 20
-        while not (box.root / "made.txt").exists() and time.monotonic() < deadline:
+        while not (made.exists() and made.read_text() == "from-tmux\n") and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert (box.root / "made.txt").read_text() == "from-tmux\n"
+        assert made.read_text() == "from-tmux\n"
         assert run(box, "ls /tmp/tmux-$(id -u)")[1].strip() == f"oc-repl-test-{os.getpid()}"
     finally:
         terminal.close()
