@@ -218,15 +218,14 @@ from oc_repl.sandbox.local import LocalSandbox
 box = LocalSandbox(Path(sys.argv[1]), confine=sys.argv[2] == "confined")
 box.exec("setsid sleep " + sys.argv[3] + " >/dev/null 2>&1 &", timeout=30)
 print(box._confinement.tmp if box._confinement else "", flush=True)
-time.sleep(600)
+sys.stdin.read()  # the test decides how this client ends
 """
 
 
-@pytest.mark.parametrize("mode", ["confined", "unconfined"])
-def test_10_12a_what_a_sigkilled_client_left_is_ended(tmp_path: Path, mode: str):
-    nap = unique_sleep()
+def start_client(tmp_path: Path, mode: str, nap: str) -> tuple[subprocess.Popen, str]:
     client = subprocess.Popen(
         [sys.executable, "-c", CLIENT, str(tmp_path / "box"), mode, nap],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         cwd=Path(__file__).resolve().parent.parent,
@@ -238,6 +237,13 @@ def test_10_12a_what_a_sigkilled_client_left_is_ended(tmp_path: Path, mode: str)
     while not processes_with(nap) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert processes_with(nap)
+    return client, private
+
+
+@pytest.mark.parametrize("mode", ["confined", "unconfined"])
+def test_10_12a_what_a_sigkilled_client_left_is_ended(tmp_path: Path, mode: str):
+    nap = unique_sleep()
+    client, private = start_client(tmp_path, mode, nap)
     client.kill()
     client.wait()
     if mode == "confined":  # the namespace ends with its client, at once
@@ -247,6 +253,16 @@ def test_10_12a_what_a_sigkilled_client_left_is_ended(tmp_path: Path, mode: str)
         time.sleep(0.5)
         assert processes_with(nap)
     LocalSandbox(tmp_path / "later", confine=False).close()
+    assert gone(nap, within=20)
+    assert not private or not Path(private).exists()
+
+
+@pytest.mark.parametrize("mode", ["confined", "unconfined"])
+def test_a_client_that_exits_without_closing_ends_its_sandbox(tmp_path: Path, mode: str):
+    nap = unique_sleep()
+    client, private = start_client(tmp_path, mode, nap)
+    client.communicate("", timeout=60)
+    assert client.returncode == 0
     assert gone(nap, within=20)
     assert not private or not Path(private).exists()
 

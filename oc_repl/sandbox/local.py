@@ -18,6 +18,7 @@ Every process a command starts carries a mark (local_marks.py): close() kills th
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import shutil
@@ -71,6 +72,7 @@ class LocalSandbox:
                 self._confinement = Confinement(self.root, network)
             except SandboxError as exc:
                 raise SandboxError(f"cannot confine {self.spec}: {exc.message}", hint=_CONFINE_HINT) from exc
+        atexit.register(self.close)  # a run that ends without closing its sandbox still ends what the model started
 
     @classmethod
     def from_spec(cls, rest: str, **opts: Any) -> LocalSandbox:
@@ -216,6 +218,7 @@ class LocalSandbox:
 
     def close(self) -> None:
         """Kill every process still running, wherever it went, and end the confinement."""
+        atexit.unregister(self.close)
         with self._lock:
             procs, self._procs = self._procs, []
         # Everything goes before the processes are let go: a survivor would hold their output open meanwhile.
