@@ -101,6 +101,8 @@ def test_put_cannot_be_led_out_by_a_link_in_the_destination(box: LocalSandbox, t
     run(box, "mkdir dest && ln -s /usr dest/sub")
     with pytest.raises(SandboxError, match="outside the sandbox directory"):
         box.put(src, "dest")
+    with pytest.raises(SandboxError, match="outside the sandbox directory"):
+        box.put(src / "sub" / "deeper" / "f.txt", str(outside))
     assert not outside.exists() and not Path("/usr/deeper").exists()
     box.put(src, "fresh")
     assert (box.root / "fresh/sub/deeper/f.txt").read_text() == "f"
@@ -124,6 +126,16 @@ def test_tmp_is_private_shared_by_commands_and_files_and_removed_at_close(tmp_pa
     finally:
         box.close()
     assert not private.exists()
+
+
+def test_a_confinement_ended_from_outside_is_a_lost_sandbox(box: LocalSandbox):
+    from oc_repl.errors import SandboxLost
+
+    assert box._confinement is not None
+    box._confinement._bwrap.kill()
+    box._confinement._bwrap.wait()
+    with pytest.raises(SandboxLost):
+        box.exec("true", timeout=30)
 
 
 # --- the network --------------------------------------------------------------------------------------------------

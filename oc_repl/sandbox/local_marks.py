@@ -73,8 +73,16 @@ def _mark_of(pid: int) -> str | None:
     return None
 
 
-def _kill_where(wanted: Callable[[str], bool]) -> int:
-    """SIGKILL every readable process whose mark is wanted; how many were found."""
+def _owned(pid: int) -> bool:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid == os.geteuid()
+    except OSError:
+        return False
+
+
+def _kill_where(wanted: Callable[[str], bool], others: bool = True) -> int:
+    """SIGKILL every readable process whose mark is wanted (not those of other users unless `others`); how many were
+    found."""
     found = 0
     own = os.getpid()
     for name in os.listdir("/proc"):
@@ -82,7 +90,7 @@ def _kill_where(wanted: Callable[[str], bool]) -> int:
             continue
         pid = int(name)
         mark = _mark_of(pid)
-        if mark is None or not wanted(mark):
+        if mark is None or not wanted(mark) or not (others or _owned(pid)):
             continue
         found += 1
         try:
@@ -111,6 +119,6 @@ def kill_marked(mark: str) -> None:
 
 
 def sweep() -> None:
-    """Kill the processes of sandboxes whose client died without closing them (a SIGKILLed earlier run)."""
+    """Kill our own processes of sandboxes whose client died without closing them (a SIGKILLed earlier run)."""
     if Path("/proc/self/environ").exists():
-        _kill_where(lambda found: not client_alive(found.rsplit(".", 1)[0]))
+        _kill_where(lambda found: not client_alive(found.rsplit(".", 1)[0]), others=False)

@@ -117,7 +117,10 @@ class LocalProcess:
         self._reaped = False
         self._lock = threading.Lock()
         if tty:
-            read_fd, child_fd = openpty()
+            try:
+                read_fd, child_fd = openpty()
+            except OSError as exc:
+                raise SandboxError(f"cannot open a terminal for a command in {where or cwd}: {exc}") from exc
             fcntl.ioctl(child_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
             streams = {"stdin": child_fd, "stdout": child_fd, "stderr": child_fd, "preexec_fn": _take_terminal}
         else:
