@@ -35,6 +35,8 @@ class RunSettings(BaseModel):
     protocol: str = "camel-terminal-toolkit"
     history: Literal["training", "camel-0.2.85", "full"] = "training"
     sandbox: str = "local:."
+    confine: bool = True  # local: bubblewrap around every command (host read-only, no network)
+    network: bool = False  # local: the network for a confined sandbox
     workdir: str | None = None
     docker_network: str | None = None
     keep: bool = False

@@ -269,7 +269,7 @@ def test_tmux_when_the_sandbox_has_it_else_the_pty_and_the_override(box, tmp_pat
     with pytest.raises(UsageError):
         chosen()
     # a PATH without tmux, as in a sandbox that lacks it
-    bin_dir = tmp_path / "bin"
+    bin_dir = box.root / "bin"  # inside the sandbox directory: a confined sandbox sees the host's /tmp as its own
     bin_dir.mkdir()
     for tool in filter(shutil.which, ("bash", "cat", "rm", "stty", "tput")):
         (bin_dir / tool).symlink_to(shutil.which(tool))
@@ -283,15 +283,19 @@ def test_10_13_a_local_tmux_server_has_a_socket_of_its_own_removed_at_close(box,
     monkeypatch.delenv("OC_REPL_TERMINAL", raising=False)
     protocol = TerminusJson()
     sockets = []
+
+    def inside(command: str) -> int:  # the socket is where the sandbox's commands see it (a confined /tmp is private)
+        return box.exec(command, timeout=30).exit_code
+
     for _ in range(2):  # the same protocol object twice: a name made from it would come back
         terminal = protocol._terminal_for(box)
         assert isinstance(terminal, TmuxTerminal) and terminal._socket_path
-        sockets.append(Path(terminal._socket_path))
-        assert sockets[-1].is_socket()
+        sockets.append(shlex.quote(terminal._socket_path))
+        assert inside(f"test -S {sockets[-1]}") == 0
         protocol.close()
-        assert not sockets[-1].exists()
+        assert inside(f"test -e {sockets[-1]}") != 0
     assert sockets[0] != sockets[1]
-    assert subprocess.run(["tmux", "-S", str(sockets[0]), "has-session"], capture_output=True).returncode != 0
+    assert inside(f"tmux -S {sockets[0]} has-session") != 0
 
 
 # --- 9.4: the wait never ends before the shell has read its keys --------------------------------------------------

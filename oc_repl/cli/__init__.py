@@ -44,6 +44,13 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             "--sandbox",
             help="Where commands run: local:<dir> (default local:.), docker:<container>, docker-image:<image>.",
         ),
+        click.option(
+            "--confine/--no-confine",
+            default=None,
+            help="local: run the model's commands in bubblewrap: the host read-only, the sandbox directory and a "
+            "private /tmp writable, no network (default on).",
+        ),
+        click.option("--network", is_flag=True, default=None, help="local: let confined commands use the network."),
         click.option("--workdir", help="Working directory in a docker sandbox (default /workspace, as trained)."),
         click.option("--docker-network", help="Network of a created container (default: none without a bridge)."),
         click.option("--keep", is_flag=True, default=None, help="Keep a created container and print its name."),

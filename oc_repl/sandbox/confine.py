@@ -26,7 +26,7 @@ import tempfile
 from contextlib import suppress
 from pathlib import Path
 
-from oc_repl.errors import SandboxError
+from oc_repl.errors import ConfinementUnavailable, SandboxError
 from oc_repl.sandbox.local_marks import client_alive, client_id
 
 TOOLS = ("bwrap", "nsenter", "setpriv")
@@ -107,7 +107,7 @@ class Confinement:
         self._tools = {tool: shutil.which(tool) or "" for tool in TOOLS}
         missing = [tool for tool, path in self._tools.items() if not path]
         if missing:
-            raise SandboxError(f"{', '.join(missing)} not found (bubblewrap and util-linux provide them)")
+            raise ConfinementUnavailable(f"{', '.join(missing)} not found (bubblewrap and util-linux provide them)")
         argv = [self._tools["bwrap"], "--unshare-pid", "--as-pid-1", "--cap-drop", "ALL", "--ro-bind", "/", "/"]
         argv += ["--dev", "/dev", "--proc", "/proc"] + ([] if self.network else ["--unshare-net"])
         for inside, host in self.mounts():
@@ -126,7 +126,7 @@ class Confinement:
             )
         except OSError as exc:
             os.close(info_read)
-            raise SandboxError(f"cannot start bubblewrap: {exc}") from exc
+            raise ConfinementUnavailable(f"cannot start bubblewrap: {exc}") from exc
         finally:
             os.close(info_write)
             os.close(hold_read)
@@ -134,14 +134,14 @@ class Confinement:
             ready = self._read_ready()
             info = json.loads(info_file.read() or b"{}") if ready else {}
         if not ready:
-            raise SandboxError(f"bubblewrap cannot confine the sandbox: {self._failure()}")
+            raise ConfinementUnavailable(f"bubblewrap cannot confine the sandbox: {self._failure()}")
         assert self._bwrap.stdout is not None and self._bwrap.stderr is not None
         self._bwrap.stdout.close()
         self._bwrap.stderr.close()
         try:
             self._enter(info)
         except OSError as exc:
-            raise SandboxError(f"cannot enter the sandbox's namespaces: {exc}") from exc
+            raise ConfinementUnavailable(f"cannot enter the sandbox's namespaces: {exc}") from exc
 
     def _failure(self) -> str:
         """What bubblewrap said when it gave up (a holder that never started ends at the end of its stdin)."""
