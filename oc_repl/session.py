@@ -179,7 +179,7 @@ class Session:
             return open_sandbox(self.settings.sandbox, **_sandbox_options(self.settings))
         except ConfinementUnavailable as exc:
             _unconfined_consent(self.settings, exc.message)
-            self.settings = self.settings.model_copy(update={"confine": False})
+            self.settings = self.settings.replace(confine=False)
             return open_sandbox(self.settings.sandbox, **_sandbox_options(self.settings))
 
     def open_protocol(self) -> AgentProtocol:
