@@ -280,3 +280,27 @@ def test_10_5a_the_plain_scans_find_what_upstreams_expressions_find():
         assert _keystrokes(text) == re.findall(r"<keystrokes([^>]*)>(.*?)</keystrokes>", text, re.DOTALL)
         found = re.search("<plan>(.*?)</plan>", text, re.DOTALL)
         assert _first_block(text, "<plan>", "</plan>") == (found.group(1) if found else None)
+
+
+@pytest.mark.parametrize("protocol", ["camel-terminal-toolkit", "terminus-json", "terminus-json-pty"])
+def test_10_2_a_lone_surrogate_from_the_model_runs_and_is_recorded(serve, tmp_path, protocol, monkeypatch):
+    env = cli_env(tmp_path)
+    if protocol == "terminus-json-pty":
+        protocol, env["OC_REPL_TERMINAL"] = "terminus-json", "pty"
+    if protocol == "camel-terminal-toolkit":
+        replies = [call("shell_exec", id="s", command="echo \ud800 done", block=True, timeout=None), answer("ok")]
+    else:
+        done = {"analysis": "a", "plan": "p", "commands": [], "task_complete": True}
+        keys = {"analysis": "a", "plan": "p", "commands": [{"keystrokes": "echo \ud800 done\n", "duration": 0.5}]}
+        replies = [{"text": json.dumps(keys)}, {"text": json.dumps(done)}, {"text": json.dumps(done)}]
+    server = serve({"replies": replies})
+    transcript = tmp_path / "t.jsonl"
+    args = base_args(server, tmp_path / "w", "--protocol", protocol, "--transcript", str(transcript), "go")
+    run = run_cli(args, tmp_path, env=env)
+    assert run.returncode == 0, run.stderr
+    events = events_of(transcript)
+    assert events[-1].type == "thread.completed" and events[-1].status == "done"
+    outputs = [
+        e.item.aggregated_output for e in events if e.type == "item.completed" and e.item.type == "command_execution"
+    ]
+    assert any("done" in output for output in outputs)

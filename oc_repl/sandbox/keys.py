@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
+from oc_repl.sandbox.text import command_bytes
+
 SESSION = "agent"
 # The tmux client packs a command's arguments, each with its NUL, into one message of at most 16384 bytes, of which
 # 16 are the header and 4 the argument count: with upstream's `send-keys -t agent KEYS`, KEYS may be 16,344 bytes.
@@ -97,12 +99,12 @@ def key_bytes(keys: str, app_cursor: bool = False) -> bytes:
     """One send-keys argument: a key name sends its key, anything else is typed as it is."""
     keys = tmux_argument(keys)
     key = _lookup(keys, app_cursor)
-    return (keys if key is None else key).encode("utf-8", "surrogateescape")
+    return command_bytes(keys if key is None else key)
 
 
 def fits(args: Sequence[str]) -> bool:
     """tmux's client can carry these command arguments (beyond, it refuses with "command too long")."""
-    return sum(len(arg.encode("utf-8", "surrogateescape")) + 1 for arg in args) <= _MESSAGE_ROOM
+    return sum(len(command_bytes(arg)) + 1 for arg in args) <= _MESSAGE_ROOM
 
 
 def upstream_types(keys: str) -> bool:
@@ -129,7 +131,7 @@ def literal_calls(keys: str) -> list[list[str]]:
 
 def _pieces(text: str, size: int) -> Iterator[str]:
     """`text` in runs of at most `size` UTF-8 bytes, never splitting a character."""
-    data = text.encode("utf-8", "surrogateescape")
+    data = command_bytes(text)
     start = 0
     while start < len(data):
         end = min(start + size, len(data))

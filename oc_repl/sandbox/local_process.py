@@ -23,6 +23,7 @@ from pathlib import Path
 
 from oc_repl.errors import SandboxError
 from oc_repl.sandbox.capture import CappedBuffer, OutputReader
+from oc_repl.sandbox.text import command_bytes
 
 # A background child (`server &`) inherits the output pipe and may hold it open long after the command itself has
 # ended; waiting for its end of file would hang the caller. Output counts as drained once the reader reaches end of
@@ -35,17 +36,10 @@ _CHUNK = 1 << 16
 LONG_COMMAND = 64 * 1024
 
 
-def _encode(text: str) -> bytes:
-    try:
-        return text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:  # a lone surrogate, as a model's JSON may hold: its bytes, as Python would write them
-        return text.encode("utf-8", "surrogatepass")
-
-
 @contextmanager
 def bash_argv(command: str) -> Iterator[tuple[list[bytes], tuple[int, ...]]]:
     """The argv running `command` and the file descriptors it needs, for as long as the context lasts."""
-    data = _encode(command)
+    data = command_bytes(command)
     if len(data) < LONG_COMMAND:
         yield [b"bash", b"-c", data], ()
         return

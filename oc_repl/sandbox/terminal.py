@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from oc_repl.errors import SandboxError
 from oc_repl.sandbox.keys import SESSION, deliverable, drops_input, fits, key_bytes, literal_calls, upstream_types
+from oc_repl.sandbox.text import command_bytes
 from oc_repl.types import Sandbox
 
 WIDTH, HEIGHT = 160, 40
@@ -280,7 +281,7 @@ def _scripts(commands: list[str]) -> list[str]:
     scripts: list[str] = []
     size = 0
     for command in commands:
-        length = len(command.encode("utf-8", "surrogateescape")) + 4
+        length = len(command_bytes(command)) + 4
         if scripts and size + length <= _SCRIPT_ROOM:
             scripts[-1] += " && " + command
             size += length
