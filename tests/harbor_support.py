@@ -18,6 +18,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# Before Harbor loads: no telemetry, and litellm's bundled cost map (a remote fetch would be retried offline).
+os.environ.update(HARBOR_TELEMETRY="0", LITELLM_LOCAL_MODEL_COST_MAP="True")
+
 from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.environments.docker import COMPOSE_NO_NETWORK_PATH
 from harbor.environments.docker.docker import DockerEnvironment

@@ -45,13 +45,16 @@ class LoopBridge:
 
     `stop` asks the worker to stop: the call it waits on (if any) is cancelled, and the next call or `checkpoint`
     raises Deadline, once, which oc-repl handles as its own agent timeout (the running command is killed, the turn
-    fails, sessions and sandbox are closed, with calls that now go through). `abandon` refuses every call from then on.
+    fails, sessions and sandbox are closed, with calls that now go through). With `worker` set, only that thread is
+    stopped so: helper threads of its own (a pty terminal's reader, camel's 20 s wall in exact mode) finish their
+    short calls and leave the stop to it. `abandon` refuses every call from then on.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        self.worker: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._pending: set[concurrent.futures.Future[Any]] = set()
+        self._pending: dict[concurrent.futures.Future[Any], threading.Thread] = {}
         self._reason = ""
         self._delivered = False
         self._abandoned = False
@@ -67,7 +70,7 @@ class LoopBridge:
             coroutine.close()
             raise SandboxLost(f"the environment's event loop is gone: {exc}") from exc
         with self._lock:
-            self._pending.add(future)
+            self._pending[future] = threading.current_thread()
         try:
             return future.result()
         except concurrent.futures.CancelledError:
@@ -75,12 +78,15 @@ class LoopBridge:
             raise SandboxLost("the environment call was cancelled") from None
         finally:
             with self._lock:
-                self._pending.discard(future)
+                self._pending.pop(future, None)
+
+    def _stoppable(self, thread: threading.Thread) -> bool:
+        return self.worker is None or thread is self.worker
 
     def checkpoint(self) -> None:
-        """Raise Deadline if a stop was asked for and has not been raised yet."""
+        """Raise Deadline if a stop was asked for and has not been raised yet (in the worker)."""
         with self._lock:
-            if not self._reason or self._delivered:
+            if not self._reason or self._delivered or not self._stoppable(threading.current_thread()):
                 return
             self._delivered = True
         raise Deadline(self._reason)
@@ -92,13 +98,17 @@ class LoopBridge:
     def stop(self, reason: str) -> None:
         with self._lock:
             self._reason = self._reason or reason
-            pending = list(self._pending)
+            pending = [future for future, thread in self._pending.items() if self._stoppable(thread)]
         for future in pending:
             future.cancel()
 
     def abandon(self) -> None:
         self._abandoned = True
         self.stop("the agent was stopped")
+        with self._lock:
+            pending = list(self._pending)
+        for future in pending:
+            future.cancel()
 
 
 def _text(result: Any) -> str:
