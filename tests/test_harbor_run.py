@@ -146,10 +146,24 @@ def test_14_harbor_timeout_stops_the_worker_and_kills_its_commands(serve, tmp_pa
 
 
 def test_14_unreachable_model_server_is_the_trials_exception_not_a_zero(tmp_path):
-    args = ["-p", str(TASK), "--agent", AGENT, "-m", MODEL, "--ak", "api_base=http://127.0.0.1:9/v1", "--ak", "retries=0"]
-    _, job = harbor_run(tmp_path, "down", *args)
+    closed = "api_base=http://127.0.0.1:9/v1"  # nothing listens there
+    _, job = harbor_run(
+        tmp_path, "down", "-p", str(TASK), "--agent", AGENT, "-m", MODEL, "--ak", closed, "--ak", "retries=0"
+    )
     (trial,) = trial_results(job)
     # filed by Harbor as a failed model provider (retried with --max-retries), not graded as the agent's failure
     assert trial["exception_info"]["exception_type"] == "ApiConnectionError"
     assert trial["verifier_result"] is None
     assert events(trial)[-1]["status"] == "server_error"
+
+
+def test_14_a_worker_stuck_in_a_model_request_is_abandoned_and_its_processes_killed(serve, tmp_path):
+    # turn 1 leaves a background command; turn 2's reply stalls after its first chunk for longer than the test lasts,
+    # so the stopped worker never reaches a point where it could stop: after the grace it is abandoned
+    call = {"id": "bg", "command": "sleep 3007", "block": False, "timeout": None}
+    script = {"replies": [{"text": call_text("shell_exec", call)}, {"text": "never", "stall": 600}]}
+    (trial,) = run(serve, script, tmp_path, "stuck", "--agent-timeout-multiplier", "0.05")
+    assert trial["exception_info"]["exception_type"] == "AgentTimeoutError"
+    assert "sleep 3007" not in (Path(trial["dir"]) / "verifier" / "processes.txt").read_text()
+    assert "did not stop within" in (Path(trial["dir"]) / "trial.log").read_text()
+    assert trial["agent_result"]["metadata"]["n_turns"] == 2

@@ -91,22 +91,17 @@ class LoopBridge:
             self._delivered = True
         raise Deadline(self._reason)
 
-    @property
-    def stopping(self) -> bool:
-        return bool(self._reason)
-
     def stop(self, reason: str) -> None:
-        with self._lock:
-            self._reason = self._reason or reason
-            pending = [future for future, thread in self._pending.items() if self._stoppable(thread)]
-        for future in pending:
-            future.cancel()
+        self._cancel(reason, everyone=False)
 
     def abandon(self) -> None:
         self._abandoned = True
-        self.stop("the agent was stopped")
+        self._cancel("the agent was stopped", everyone=True)
+
+    def _cancel(self, reason: str, everyone: bool) -> None:
         with self._lock:
-            pending = list(self._pending)
+            self._reason = self._reason or reason
+            pending = [future for future, thread in self._pending.items() if everyone or self._stoppable(thread)]
         for future in pending:
             future.cancel()
 
