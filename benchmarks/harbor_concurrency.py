@@ -32,7 +32,8 @@ def span(jobs: Path, name: str, url: str, concurrent: int) -> float:
     result = json.loads((job / "result.json").read_text())
     rewards = [json.loads(p.read_text())["verifier_result"]["rewards"]["reward"] for p in job.glob("*/result.json")]
     assert rewards == [1.0] * 4, rewards
-    return (datetime.fromisoformat(result["finished_at"]) - datetime.fromisoformat(result["started_at"])).total_seconds()
+    started, finished = (datetime.fromisoformat(result[key]) for key in ("started_at", "finished_at"))
+    return (finished - started).total_seconds()
 
 
 def main() -> None:

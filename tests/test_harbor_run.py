@@ -112,6 +112,13 @@ def test_14_turn_cap_and_loop_return_normally_so_harbor_still_grades(serve, tmp_
     assert trial["agent_result"]["metadata"]["status"] == status
 
 
+def test_14_parse_error_limit_returns_normally_so_harbor_still_grades(serve, tmp_path):
+    unreadable = '<think>\n\n</think>\n\n<tool_call>\n{"name": "shell_exec", "arguments": {"id": \n</tool_call>'
+    (trial,) = run(serve, {"cycle": True, "replies": [{"text": unreadable}]}, tmp_path, "unreadable")
+    assert trial["exception_info"] is None and reward(trial) == 0.0
+    assert trial["agent_result"]["metadata"]["status"] == "parse_errors"
+
+
 def test_14_four_trials_run_concurrently(serve, tmp_path):
     # terminus-json; every reply types the solution and claims completion, and the model "thinks" 2 s per reply, so
     # the replies can be shared by trials in any order
@@ -125,6 +132,14 @@ def test_14_four_trials_run_concurrently(serve, tmp_path):
     trials = run(serve, script, tmp_path, "four", "--ak", "protocol=terminus-json", "-k", "4", "-n", "4")
     assert len(trials) == 4 and all(t["exception_info"] is None and reward(t) == 1.0 for t in trials)
     assert {events(t)[-1]["status"] for t in trials} == {"done"}
+    from harbor.utils.trajectory_validator import TrajectoryValidator
+
+    for t in trials:  # terminus turns in ATIF: the keystrokes as calls, the screen after them as the observation
+        path = Path(t["dir"]) / "agent" / "trajectory.json"
+        assert TrajectoryValidator().validate(path)
+        first = json.loads(path.read_text())["steps"][1]
+        assert first["tool_calls"][0]["arguments"] == {"command": "echo hi > /srv/out.txt\n"}
+        assert "echo hi > /srv/out.txt" in first["observation"]["results"][-1]["content"]
     when = [(datetime.fromisoformat(t["started_at"]), datetime.fromisoformat(t["finished_at"])) for t in trials]
     assert max(start for start, _ in when) < min(end for _, end in when)  # all four were running at once
 
