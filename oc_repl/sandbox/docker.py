@@ -1,9 +1,10 @@
 """Docker drivers, through the Engine API: attach to a running container, or create one from an image.
 
-Every command is a fresh `docker exec` of `bash -c`, as the checkpoint was trained. The exec'd process leads its
-own session and process group inside the container, so a timeout kills the whole tree it started *in the
-container*; a short prefix on the command records that process's in-container pid in a file, which is what lets us
-find the group again (the Engine API only knows host pids).
+Every command is a fresh `bash -c`, as the checkpoint was trained, leading its own session and process group inside
+the container, so a timeout kills the whole tree it started *in the container*; a short prefix on the command
+records that process's in-container pid in a file, which is what lets us find the group again (the Engine API only
+knows host pids). Commands without a terminal, as the default user, go through the sandbox's persistent channels
+(docker_channel.py); the others, and all of them once a channel has broken, get a `docker exec` each.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ import tarfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import suppress
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from oc_repl.errors import SandboxError, SandboxLost
-from oc_repl.sandbox.docker_exec import PID_DIR, DockerProcess, kill_recorded
+from oc_repl.sandbox.docker_channel import ChannelPool
+from oc_repl.sandbox.docker_exec import PID_DIR, WORK_SUBDIR, DockerProcess, RecordedProcess, kill_recorded
 from oc_repl.types import ExecResult
 
 DEFAULT_WORKDIR = "/workspace"  # camel's docker backend, as trained
@@ -65,7 +68,7 @@ class DockerSandbox:
         self.output_limit = output_limit
         self.keep = keep
         self.spec = f"docker:{self.name}"
-        self._procs: list[DockerProcess] = []
+        self._procs: list[RecordedProcess] = []
         self._lock = threading.Lock()
         self.pid_dir = f"{PID_DIR}/{uuid.uuid4().hex[:12]}"
         self.uid, self.gid = self._default_ids()
@@ -73,7 +76,9 @@ class DockerSandbox:
         # who must write there; an existing one is left as it is.
         wd = shlex.quote(workdir)
         owner = f" && chown {self.uid}:{self.gid} {wd}" if self.uid is not None else ""
-        self.run_quick(f"mkdir -p -m 1777 {PID_DIR} {self.pid_dir}; [ -d {wd} ] || {{ mkdir -p {wd}{owner}; }}")
+        dirs = " ".join(self._work_dirs())
+        self.run_quick(f"mkdir -p -m 1777 {dirs}; [ -d {wd} ] || {{ mkdir -p {wd}{owner}; }}")
+        self.channels = ChannelPool(self)
 
     @classmethod
     def from_spec(cls, rest: str, workdir: str | None = None, **opts: Any) -> DockerSandbox:
@@ -131,6 +136,24 @@ class DockerSandbox:
         exec_id = self.call(self.api.exec_create, self.id, ["sh", "-c", script], user=user)["Id"]
         return self.call(self.api.exec_start, exec_id) or b""
 
+    def _work_dirs(self) -> Iterator[str]:
+        """The pid directories and the one under them for long commands and FIFOs, each world-writable (1777)."""
+        yield from (PID_DIR, self.pid_dir, f"{self.pid_dir}/{WORK_SUBDIR}")
+
+    def put_command_file(self, path: str, data: bytes) -> None:
+        """A long command's text, for its `bash -c` to read. The directories go in the archive too, with their
+        modes: the model may have cleaned /tmp, and the daemon would make them root's and closed to others."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for name in self._work_dirs():
+                info = tarfile.TarInfo(name.lstrip("/"))
+                info.type, info.mode = tarfile.DIRTYPE, 0o1777
+                tar.addfile(info)
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+        self.call(self.api.put_archive, self.id, "/", buf.getvalue())
+
     def _default_ids(self) -> tuple[int | None, int | None]:
         """The uid and gid commands run as by default (the image's USER, or `docker run --user`); None if unknown.
 
@@ -153,17 +176,17 @@ class DockerSandbox:
         cwd: str | None = None,
         env: dict[str, str] | None = None,
         user: str | None = None,
-    ) -> DockerProcess:
+    ) -> RecordedProcess:
         base = {"TERM": "xterm", "PYTHONUNBUFFERED": "1"} if tty else {"TERM": "dumb"}
-        proc = DockerProcess(
-            self,
-            command,
-            tty=tty,
-            cwd=cwd or self.workdir,
-            env={**base, **(env or {})},
-            user=user,
-            limit=self.output_limit,
-        )
+        full_env = {**base, **(env or {})}
+        # The channels run as the default user; a command for another one (root, for verifiers) gets its own exec.
+        proc: RecordedProcess | None = None
+        if not tty and not user:
+            proc = self.channels.spawn(command, cwd or self.workdir, full_env)
+        if proc is None:
+            proc = DockerProcess(
+                self, command, tty=tty, cwd=cwd or self.workdir, env=full_env, user=user, limit=self.output_limit
+            )
         with self._lock:
             self._procs.append(proc)
         return proc
@@ -224,6 +247,7 @@ class DockerSandbox:
         each = kill_recorded('"$f"')
         with contextlib.suppress(SandboxError):
             self.run_quick(f"for f in {self.pid_dir}/*; do {each}; done; rm -rf {self.pid_dir}")
+        self.channels.close()
         for proc in procs:
             proc.release()
 
@@ -272,5 +296,6 @@ class DockerImageSandbox(DockerSandbox):
             return super().close()
         with self._lock:
             self._procs = []
+        self.channels.close()
         with suppress(Exception):  # already gone: nothing left to remove
             self.container.remove(force=True)
