@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from oc_repl.errors import SandboxError, SandboxLost
+from oc_repl.sandbox import docker_lifetime
 from oc_repl.sandbox.docker_channel import ChannelPool
 from oc_repl.sandbox.docker_exec import PID_DIR, WORK_SUBDIR, DockerProcess, RecordedProcess, kill_recorded
 from oc_repl.types import ExecResult
@@ -71,6 +72,7 @@ class DockerSandbox:
         self._procs: list[RecordedProcess] = []
         self._lock = threading.Lock()
         self.pid_dir = f"{PID_DIR}/{uuid.uuid4().hex[:12]}"
+        self.expires_at = docker_lifetime.expiry(container.labels)
         self.uid, self.gid = self._default_ids()
         # Set up as root, so it works whoever the default user is. A workdir made here belongs to the default user,
         # who must write there; an existing one is left as it is.
@@ -85,6 +87,7 @@ class DockerSandbox:
         import docker
 
         client = connect()
+        docker_lifetime.sweep(client.api, time.time())
         try:
             container = client.containers.get(rest)
         except docker.errors.NotFound as exc:
@@ -113,10 +116,18 @@ class DockerSandbox:
             raise SandboxLost(f"container {self.name} no longer exists") from exc
         except docker.errors.APIError as exc:
             if exc.status_code == 409:  # "is not running" / "is paused"
-                raise SandboxLost(f"container {self.name}: {exc.explanation or exc}") from exc
+                raise self._lost(f"container {self.name}: {exc.explanation or exc}") from exc
             raise SandboxError(f"container {self.name}: {exc.explanation or exc}") from exc
         except (requests.RequestException, docker.errors.DockerException) as exc:
             raise SandboxLost(f"the docker daemon failed: {exc}") from exc
+
+    def _lost(self, message: str) -> SandboxLost:
+        if self.expires_at is not None and time.time() >= self.expires_at:
+            return SandboxLost(
+                f"container {self.name} stopped: its lifetime ended during the run",
+                hint="a container gets its lifetime when it is created; --keep creates one without",
+            )
+        return SandboxLost(message)
 
     def check_running(self, settle: float = LOSS_SETTLE) -> None:
         """SandboxLost unless the container runs. The daemon reports a container's end some 40 ms after the end of
@@ -126,7 +137,7 @@ class DockerSandbox:
             state = self.call(self.api.inspect_container, self.id).get("State") or {}
             status = state.get("Status") or "gone"
             if status != "running":  # "removing" comes before Running turns false
-                raise SandboxLost(f"container {self.name} is {status}: it stopped during the run")
+                raise self._lost(f"container {self.name} is {status}: it stopped during the run")
             if time.monotonic() >= deadline:
                 return
             time.sleep(0.05)
@@ -253,27 +264,38 @@ class DockerSandbox:
 
 
 class DockerImageSandbox(DockerSandbox):
-    """`docker-image:<image>`: a fresh container (`sleep infinity`), removed on close unless kept."""
+    """`docker-image:<image>`: a fresh container, removed on close unless kept, with a finite lifetime unless kept
+    (see docker_lifetime.py)."""
 
     owned = True
 
     @classmethod
     def from_spec(
-        cls, rest: str, workdir: str | None = None, network: str | None = None, keep: bool = False, **opts: Any
+        cls,
+        rest: str,
+        workdir: str | None = None,
+        network: str | None = None,
+        keep: bool = False,
+        lifetime: float | None = None,
+        **opts: Any,
     ) -> DockerImageSandbox:
+        """`lifetime`: seconds the container may live (None: docker_lifetime.DEFAULT_LIFETIME; ignored when kept)."""
         import docker
 
         client = connect()
+        now = time.time()
+        docker_lifetime.sweep(client.api, now)
         if network is None:  # a daemon started without a bridge can only run containers without a network
             network = "bridge" if client.networks.list(names=["bridge"]) else "none"
+        command, labels = docker_lifetime.creation(lifetime, keep, now)
         try:
             container = client.containers.create(
                 rest,
-                ["sleep", "infinity"],
+                command,
                 detach=True,
                 network_mode=network,
                 name=f"oc-repl-{uuid.uuid4().hex[:10]}",
-                labels={"oc-repl": "1"},
+                labels=labels,
             )
         except docker.errors.ImageNotFound as exc:
             raise SandboxError(
