@@ -1,6 +1,7 @@
 """Tool-call overhead in docker: oc-repl's exec paths against the Engine API's exec floor, one container, one run.
 
-Measured, N calls each, interleaved round by round so that drift in the daemon hits every method alike:
+Measured, N calls each, interleaved round by round in a shuffled order, so that drift and the daemon's work after
+each exec hit every method alike:
 - floor        `exec_create` + `exec_start` of `true`: the least one `docker exec` costs through the Engine API
 - sandbox      `DockerSandbox.exec("true")`: through the sandbox's persistent channel
 - shell_exec   camel `shell_exec` of `true` through CamelTerminalTools: what one model tool call costs (channel)
@@ -13,6 +14,7 @@ Run: DOCKER_HOST=... python benchmarks/docker_exec.py [-n 200] [--image oc-repl-
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import sys
 import time
@@ -72,8 +74,10 @@ def main() -> None:
         assert isinstance(box.spawn("true", tty=False), ChannelProcess), "the channel is not in use"
         samples: dict[str, list[float]] = {name: [] for name in methods}
         calls = dict.fromkeys(methods, 0)
+        order = list(methods.items())
         for _ in range(args.n):
-            for name, fn in methods.items():
+            random.shuffle(order)  # no method always follows the same other one (the daemon's cleanup after an exec)
+            for name, fn in order:
                 before = trips()
                 start = time.perf_counter()
                 fn()

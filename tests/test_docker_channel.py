@@ -92,6 +92,22 @@ def test_12_a_channel_command_sees_what_an_exec_of_its_own_sees(boxes: dict[str,
     assert "PWD=/tmp\n" in outputs["channel"] and "SHLVL=1\n" in outputs["channel"] and "OLDPWD" not in outputs["exec"]
 
 
+def test_12_an_odd_container_environment_reaches_commands_unchanged(docker_client: Any, own_container: Any):
+    """Names the server's own shell uses or sets, and names no shell can hold, pass as an exec would pass them."""
+    odd = ["SHLVL=5", "PWD=/opt", "OLDPWD=/srv", "LC_ALL=C.UTF-8", "F=f", "G=g", "v=v", "n=n", "A.B=1", "BASH_ENV="]
+    container = own_container(environment=odd)
+    boxes = [sandbox(docker_client, container), sandbox(docker_client, container, channel=False)]
+    try:
+        outputs = [box.exec("env | sort", timeout=30, cwd="/tmp").output for box in boxes]
+        assert via_channel(boxes[0]) and outputs[0] == outputs[1], outputs
+        assert b"SHLVL=6\n" in outputs[0] and b"A.B=1\n" in outputs[0] and b"OLDPWD=/srv\n" in outputs[0]
+        # `$_` before the first command is a plain `bash -c`'s (an exec of its own shows its pid prefix's instead)
+        assert boxes[0].exec('echo "[$_]"', timeout=30).output == b"[bash]\n"
+    finally:
+        for box in boxes:
+            box.close()
+
+
 def test_12_environment_working_directory_and_status_per_command(boxes: dict[str, DockerSandbox]):
     box = boxes["channel"]
     proc = box.spawn('echo "$FOO|$TERM"; pwd; exit 9', tty=False, cwd="/usr", env={"FOO": "a b=c"})
@@ -200,6 +216,22 @@ def test_12_a_channel_killed_under_a_running_command_reports_it_ended(boxes: dic
     assert proc.wait(30) and proc.exit_code is None  # its status went with the server; its output did not
     assert proc.read_available() == b"finished\n"
     assert box.exec("echo next", timeout=30).output == b"next\n" and not via_channel(box)
+
+
+def test_12_every_command_is_recorded_however_quickly_it_ends(docker_client: Any, container: Any):
+    """close() finds what a command left behind through its pid file, so even a command that is over at once must
+    have written one."""
+    box = sandbox(docker_client, container)
+    tokens = []
+    for i in range(20):
+        proc = box.spawn(f"sleep {400 + i} >/dev/null 2>&1 &", tty=False)
+        assert isinstance(proc, ChannelProcess) and proc.wait(30) and proc.exit_code == 0
+        tokens.append(proc.token)
+    recorded = container.exec_run(["ls", box.pid_dir]).output.decode().split()
+    assert set(tokens) <= set(recorded)
+    box.close()
+    for i in range(20):
+        assert wait_gone(container, f"sleep {400 + i}") == []
 
 
 def test_12_close_leaves_no_channel_behind(docker_client: Any, container: Any):

@@ -2,13 +2,16 @@
 it is sent as a fresh `bash -c`. A command then costs a write and a read on an open socket, not an exec through the
 Engine API (about 40 ms each).
 
-What the command gets is what an exec of its own gives it: `bash -c` found on the container's PATH; exactly the
-environment the daemon gave the server (read back from /proc/$$/environ and passed with `env -i`, so nothing the
-server's own shell set leaks in, not even `_`) plus the command's own; the working directory; stdin from /dev/null;
-default signal dispositions; fds 0-2 only; its own session and process group (setsid). The server records the
-command's pid and start time in the pid file, as the prefix of docker_exec.py does for an exec of its own, so
-timeouts and close() find its group the same way. Only bash (4.1 or later) and coreutils are needed; setsid is
-checked for, and without it (or without the working directory) the server declines: the command gets its own exec.
+What the command gets is what an exec of its own gives it: `bash -c` found on the container's PATH; the environment
+the daemon gave the server (read back from /proc/$$/environ and exported again over whatever the server's shell set
+or changed; `exec` passes no `_`) plus the command's own; the working directory; stdin from /dev/null; default signal
+dispositions; fds 0-2 only; its own session and process group (setsid). Before it execs, the forked shell records its
+pid and start time in the pid file, as the prefix of docker_exec.py does for an exec of its own, so timeouts and
+close() find the command's group the same way. Only bash (4.1 or later) and coreutils are needed; setsid is checked
+for, and without it (or without the working directory) the server declines: the command gets an exec of its own.
+The server's variables that a command's environment could also hold are restored by that export; the loop variable
+and the arrays have names of their own. The server starts with `--posix`, so that an image's BASH_ENV is not run in
+it; the commands, plain `bash -c`, still run it.
 
 The protocol, one command at a time per channel. The client writes a header line `nonce len(cwd) len(script)
 len(pidfile) len(path) len(blob) len(env entry)...`, those byte strings (the blob, the text of a command too long for
@@ -18,8 +21,7 @@ command's output, then `end <status>`. The nonce is fresh per command and never 
 for a record. Stdout and stderr share one pipe (arrival order is kept), a FIFO the server also holds open, relayed by a
 `cat`; when the command has ended but a background child still holds the pipe after the grace, that relay is replaced
 by a `cat` to /dev/null (the child writes on unharmed, unseen, as a finished command's late output is today) and the
-end is reported. The server starts with `--posix` so that a BASH_ENV of the image is not run in it; the commands, as
-plain `bash -c`, still run it.
+end is reported.
 """
 
 from __future__ import annotations
@@ -44,34 +46,35 @@ ACCEPT_WAIT = 30.0
 _FRAME = struct.Struct(">BxxxI")  # the multiplexed stream of a non-tty exec: stream (1 stdout, 2 stderr), size
 _RS = b"\x1e"
 
-SERVER = r"""set +o posix; LC_ALL=C F=$1 G=$2; shift 2
-E=(); while IFS= read -r -d '' v; do E+=("$v"); done </proc/$$/environ
+SERVER = r"""set +o posix; LC_ALL=C F=$1 G=$2; shift 2; __oc_dirs=("$@")
+__oc_env=(); while IFS= read -r -d '' v; do __oc_env+=("$v"); done </proc/$$/environ
 S=$(command -v setsid)
 exec {OUT}>&1
 field() { v=; [ "$1" -eq 0 ] 2>/dev/null || IFS= read -r -N "$1" v; }
 say() { printf '\036%s %s\036\n' "$n" "$1" >&"$OUT"; }
-while IFS=' ' read -r -a h; do
-  n=${h[0]} ok=$S
-  field "${h[1]}" || break; cwd=$v; field "${h[2]}" || break; cmd=$v
-  field "${h[3]}" || break; pidfile=$v; field "${h[4]}" || break; path=$v
-  if [ "${h[5]}" -gt 0 ]; then
-    [ -d "${path%/*}" ] || mkdir -p -m 1777 "$@" 2>/dev/null
-    head -c "${h[5]}" | tee -- "$path" >/dev/null 2>&1 || ok=
+while IFS=' ' read -r -a __oc_head; do
+  set -- "${__oc_head[@]}"
+  n=$1 ok=$S
+  field "$2" || break; cwd=$v; field "$3" || break; cmd=$v
+  field "$4" || break; pidfile=$v; field "$5" || break; path=$v
+  if [ "$6" -gt 0 ]; then
+    [ -d "${path%/*}" ] || mkdir -p -m 1777 "${__oc_dirs[@]}" 2>/dev/null
+    head -c "$6" | tee -- "$path" >/dev/null 2>&1 || ok=
   fi
-  X=(); for l in "${h[@]:6}"; do field "$l" || break 2; X+=("$v"); done
+  shift 6; __oc_extra=(); for l; do field "$l" || break 2; __oc_extra+=("$v"); done
   IFS= read -r -N 1 v && [ "$v" = . ] || break
   if [ -n "$ok" ] && cd -P -- "$cwd" 2>/dev/null &&
-     { [ -p "$F" ] || { mkdir -p -m 1777 "$@"; mkfifo -m 600 -- "$F"; } 2>/dev/null; }; then
+     { [ -p "$F" ] || { mkdir -p -m 1777 "${__oc_dirs[@]}"; mkfifo -m 600 -- "$F"; } 2>/dev/null; }; then
     exec {rw}<>"$F"; exec {r}<"$F" {w}>"$F"; exec {rw}<&-
     say "ok $$"
-    (trap - INT QUIT; exec env -i -- "${E[@]}" "${X[@]}" "$S" bash -c "$cmd") \
-      </dev/null >&"$w" 2>&1 {w}>&- {r}<&- {OUT}>&- &
+    (trap - INT QUIT; read -r s </proc/$BASHPID/stat; __oc_stat=(${s##*) }); s="$BASHPID ${__oc_stat[19]}"
+     { echo "$s" >"$pidfile"; } 2>/dev/null ||
+       { mkdir -p -m 1777 "${__oc_dirs[@]}" && echo "$s" >"$pidfile"; } 2>/dev/null
+     unset OLDPWD PWD SHLVL; set -- "$S" "$cmd"
+     for __oc_v in "${__oc_env[@]}" "${__oc_extra[@]}"; do export "$__oc_v"; done 2>/dev/null
+     exec "$1" bash -c "$2") </dev/null >&"$w" 2>&1 {w}>&- {r}<&- {OUT}>&- &
     c=$!; exec {w}>&-
     exec {fin}< <(echo "$BASHPID"; exec cat <&"$r" 4>&1 >&"$OUT" {OUT}>&- {r}<&- 2>/dev/null)
-    if read -r s </proc/"$c"/stat; then
-      a=(${s##*) }); { echo "$c ${a[19]}" >"$pidfile"; } 2>/dev/null ||
-        { mkdir -p -m 1777 "$@" && echo "$c ${a[19]}" >"$pidfile"; } 2>/dev/null
-    fi
     wait "$c"; st=$?
     read -r -u "$fin" relay; IFS= read -r -t "$G" -u "$fin" _
     if [ $? -gt 128 ]; then
