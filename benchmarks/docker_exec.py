@@ -1,9 +1,11 @@
 """Tool-call overhead in docker: oc-repl's exec paths against the Engine API's exec floor, one container, one run.
 
-Measured, N calls each, interleaved round by round in a shuffled order, so that drift and the daemon's work after
-each exec hit every method alike:
+Measured, N calls each, interleaved round by round in a shuffled order with a pause before each call (an exec's
+teardown in the daemon goes on after its API call returns), so that drift hits every method alike:
 - floor        `exec_create` + `exec_start` of `true`: the least one `docker exec` costs through the Engine API
 - sandbox      `DockerSandbox.exec("true")`: through the sandbox's persistent channel
+- back-to-back the same, right after another call on the same channel: the server has had no time to make the next
+               command's output pipe and its relay ready (model tool calls and terminus polls come with time between)
 - shell_exec   camel `shell_exec` of `true` through CamelTerminalTools: what one model tool call costs (channel)
 - exec-each    `DockerSandbox.exec("true")` with the channel off: one `docker exec` per command, the fallback path
 
@@ -14,6 +16,7 @@ Run: DOCKER_HOST=... python benchmarks/docker_exec.py [-n 200] [--image oc-repl-
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -45,6 +48,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("-n", type=int, default=200, help="calls per method (default 200)")
     parser.add_argument("--image", default="oc-repl-test:bookworm")
+    parser.add_argument(
+        "--pause", type=float, default=0.05, help="seconds between calls, for the daemon to finish the last (0.05)"
+    )
     args = parser.parse_args()
 
     box = DockerImageSandbox.from_spec(args.image)
@@ -55,19 +61,28 @@ def main() -> None:
         api = box.api
         trips = count_requests(api)
 
-        def floor() -> None:
-            api.exec_start(api.exec_create(box.id, "true")["Id"])
+        def timed(fn: Callable[[], Any]) -> Callable[[], float]:
+            def run() -> float:
+                start = time.perf_counter()
+                fn()
+                return time.perf_counter() - start
 
-        def sandbox() -> None:
+            return run
+
+        def true_in_sandbox() -> None:
             assert box.exec("true", timeout=30).exit_code == 0
 
-        def shell_exec() -> None:
-            assert tools.call("shell_exec", {"id": "b", "command": "true"}).text == NO_OUTPUT
+        def back_to_back() -> float:
+            true_in_sandbox()
+            return timed(true_in_sandbox)()
 
-        def exec_each() -> None:
-            assert each.exec("true", timeout=30).exit_code == 0
-
-        methods = {"floor": floor, "sandbox": sandbox, "shell_exec": shell_exec, "exec-each": exec_each}
+        methods: dict[str, Callable[[], float]] = {
+            "floor": timed(lambda: api.exec_start(api.exec_create(box.id, "true")["Id"])),
+            "sandbox": timed(true_in_sandbox),
+            "back-to-back": back_to_back,
+            "shell_exec": timed(lambda: tools.call("shell_exec", {"id": "b", "command": "true"}).text == NO_OUTPUT),
+            "exec-each": timed(lambda: each.exec("true", timeout=30)),
+        }
         for fn in methods.values():  # warm up connections, the channel, the page cache in the container
             for _ in range(5):
                 fn()
@@ -75,13 +90,13 @@ def main() -> None:
         samples: dict[str, list[float]] = {name: [] for name in methods}
         calls = dict.fromkeys(methods, 0)
         order = list(methods.items())
+        load = os.getloadavg()[0]
         for _ in range(args.n):
             random.shuffle(order)  # no method always follows the same other one (the daemon's cleanup after an exec)
             for name, fn in order:
+                time.sleep(args.pause)  # an exec's teardown goes on after the API call returns; let it not land here
                 before = trips()
-                start = time.perf_counter()
-                fn()
-                samples[name].append(time.perf_counter() - start)
+                samples[name].append(fn())
                 calls[name] += trips() - before
     finally:
         each.close()
@@ -89,13 +104,14 @@ def main() -> None:
 
     base = statistics.median(samples["floor"]) * 1000
     print(f"docker exec overhead, {args.n} calls each, image {args.image}, one container")
-    print(f"{'method':<12} {'median ms':>9} {'mean ms':>8} {'p90 ms':>7} {'vs floor':>8} {'HTTP/call':>9}")
+    print(f"load average (1 min) at the start {load:.2f}, at the end {os.getloadavg()[0]:.2f}, {os.cpu_count()} cpus")
+    print(f"{'method':<13} {'median ms':>9} {'mean ms':>8} {'p90 ms':>7} {'vs floor':>8} {'HTTP/call':>9}")
     for name, values in samples.items():
         ms = sorted(v * 1000 for v in values)
         median = statistics.median(ms)
         p90 = ms[int(len(ms) * 0.9)]
         print(
-            f"{name:<12} {median:9.2f} {statistics.fmean(ms):8.2f} {p90:7.2f} {median / base:7.2f}x "
+            f"{name:<13} {median:9.2f} {statistics.fmean(ms):8.2f} {p90:7.2f} {median / base:7.2f}x "
             f"{calls[name] / args.n:9.1f}"
         )
     median = statistics.median(samples["sandbox"]) * 1000

@@ -207,6 +207,15 @@ def test_12_commands_fall_back_to_one_exec_each_once_the_channel_is_killed(boxes
     assert timed.timed_out and wait_gone(container, "sleep 205") == []
 
 
+def test_12_a_killed_relay_is_replaced_before_the_next_command(boxes: dict[str, DockerSandbox], container: Any):
+    box = boxes["channel"]
+    assert via_channel(box)
+    assert until(lambda: "cat" in live_processes(container))  # the next command's relay, made ready in advance
+    container.exec_run(["pkill", "-KILL", "-x", "cat"])
+    assert box.exec("echo relayed", timeout=30).output == b"relayed\n"
+    assert via_channel(box) and len(server_pids(container)) == 1
+
+
 def test_12_a_channel_killed_under_a_running_command_reports_it_ended(boxes: dict[str, DockerSandbox], container):
     box = boxes["channel"]
     proc = box.spawn("sleep 1; echo finished", tty=False)

@@ -19,9 +19,10 @@ one argument, is written to `path`), and a final `.`: a request cut short is nev
 with records `RS nonce word RS LF` (RS = 0x1e): `fallback` (nothing was started), or `ok <server pid>`, then the
 command's output, then `end <status>`. The nonce is fresh per command and never shown to it, so no output can pass
 for a record. Stdout and stderr share one pipe (arrival order is kept), a FIFO the server also holds open, relayed by a
-`cat`; when the command has ended but a background child still holds the pipe after the grace, that relay is replaced
-by a `cat` to /dev/null (the child writes on unharmed, unseen, as a finished command's late output is today) and the
-end is reported.
+`cat`; both are made ready after each command, while the caller is busy with its result (`ready` makes new ones if a
+command killed that `cat`). When the command has ended but a background child still holds the pipe after the grace,
+the relay is replaced by a `cat` to /dev/null (the child writes on unharmed, unseen, as a finished command's late
+output is today) and the end is reported.
 """
 
 from __future__ import annotations
@@ -52,6 +53,23 @@ S=$(command -v setsid)
 exec {OUT}>&1
 field() { v=; [ "$1" -eq 0 ] 2>/dev/null || IFS= read -r -N "$1" v; }
 say() { printf '\036%s %s\036\n' "$n" "$1" >&"$OUT"; }
+prepare() {
+  relay=
+  { [ -p "$F" ] || { mkdir -p -m 1777 "${__oc_dirs[@]}" && mkfifo -m 600 -- "$F"; }; } 2>/dev/null || return
+  exec {rw}<>"$F"; exec {r}<"$F" {w}>"$F"; exec {rw}<&-
+  exec {fin}< <(echo "$BASHPID"; exec cat <&"$r" 4>&1 >&"$OUT" {OUT}>&- {r}<&- {w}>&- 2>/dev/null)
+  relay=-
+}
+alive() {
+  [ "$relay" = - ] && { read -r -u "$fin" relay || relay=; }
+  [ -n "$relay" ] && ! read -r -t 0 -u "$fin"
+}
+ready() {
+  alive && return
+  [ -n "$relay" ] && exec {r}<&- {w}>&- {fin}<&-
+  prepare && alive
+}
+prepare
 while IFS=' ' read -r -a __oc_head; do
   set -- "${__oc_head[@]}"
   n=$1 ok=$S
@@ -63,20 +81,17 @@ while IFS=' ' read -r -a __oc_head; do
   fi
   shift 6; __oc_extra=(); for l; do field "$l" || break 2; __oc_extra+=("$v"); done
   IFS= read -r -N 1 v && [ "$v" = . ] || break
-  if [ -n "$ok" ] && cd -P -- "$cwd" 2>/dev/null &&
-     { [ -p "$F" ] || { mkdir -p -m 1777 "${__oc_dirs[@]}"; mkfifo -m 600 -- "$F"; } 2>/dev/null; }; then
-    exec {rw}<>"$F"; exec {r}<"$F" {w}>"$F"; exec {rw}<&-
+  if [ -n "$ok" ] && cd -P -- "$cwd" 2>/dev/null && ready; then
     say "ok $$"
     (trap - INT QUIT; read -r s </proc/$BASHPID/stat; __oc_stat=(${s##*) }); s="$BASHPID ${__oc_stat[19]}"
      { echo "$s" >"$pidfile"; } 2>/dev/null ||
        { mkdir -p -m 1777 "${__oc_dirs[@]}" && echo "$s" >"$pidfile"; } 2>/dev/null
      unset OLDPWD PWD SHLVL; set -- "$S" "$cmd"
      for __oc_v in "${__oc_env[@]}" "${__oc_extra[@]}"; do export "$__oc_v"; done 2>/dev/null
-     exec "$1" bash -c "$2") </dev/null >&"$w" 2>&1 {w}>&- {r}<&- {OUT}>&- &
+     exec "$1" bash -c "$2") </dev/null >&"$w" 2>&1 {w}>&- {r}<&- {fin}<&- {OUT}>&- &
     c=$!; exec {w}>&-
-    exec {fin}< <(echo "$BASHPID"; exec cat <&"$r" 4>&1 >&"$OUT" {OUT}>&- {r}<&- 2>/dev/null)
     wait "$c"; st=$?
-    read -r -u "$fin" relay; IFS= read -r -t "$G" -u "$fin" _
+    IFS= read -r -t "$G" -u "$fin" _
     if [ $? -gt 128 ]; then
       kill -KILL "$relay" 2>/dev/null; IFS= read -r -u "$fin" _
       cat <&"$r" >/dev/null 2>&1 {r}<&- {fin}<&- {OUT}>&- &
@@ -84,6 +99,7 @@ while IFS=' ' read -r -a __oc_head; do
     fi
     exec {r}<&- {fin}<&-
     say "end $st"
+    prepare
   else say fallback; fi
 done
 """
