@@ -1,10 +1,11 @@
 """Docker drivers, through the Engine API: attach to a running container, or create one from an image.
 
 Every command is a fresh `bash -c`, as the checkpoint was trained, leading its own session and process group inside
-the container, so a timeout kills the whole tree it started *in the container*; a short prefix on the command
-records that process's in-container pid in a file, which is what lets us find the group again (the Engine API only
+the container, so a timeout kills the whole tree it started *in the container*. Its in-container pid and start time
+are recorded in a file of the sandbox's pid directory, which is what lets us find the group again (the Engine API only
 knows host pids). Commands without a terminal, as the default user, go through the sandbox's persistent channels
-(docker_channel.py); the others, and all of them once a channel has broken, get a `docker exec` each.
+(docker_channel.py); terminals, commands as another user, and every command once a channel has broken get a `docker
+exec` each (docker_exec.py).
 """
 
 from __future__ import annotations
