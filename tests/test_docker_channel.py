@@ -212,6 +212,7 @@ def test_12_a_killed_relay_is_replaced_before_the_next_command(boxes: dict[str, 
     assert via_channel(box)
     assert until(lambda: "cat" in live_processes(container))  # the next command's relay, made ready in advance
     container.exec_run(["pkill", "-KILL", "-x", "cat"])
+    assert wait_gone(container, "cat") == []
     assert box.exec("echo relayed", timeout=30).output == b"relayed\n"
     assert via_channel(box) and len(server_pids(container)) == 1
 
