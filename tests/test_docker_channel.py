@@ -207,6 +207,14 @@ def test_12_commands_fall_back_to_one_exec_each_once_the_channel_is_killed(boxes
     assert timed.timed_out and wait_gone(container, "sleep 205") == []
 
 
+def test_12_commands_fall_back_after_the_container_restarts(boxes: dict[str, DockerSandbox], container: Any):
+    box = boxes["channel"]
+    assert via_channel(box)
+    container.restart(timeout=0)
+    assert box.exec("echo back", timeout=30).output == b"back\n"
+    assert not via_channel(box)
+
+
 def test_12_a_killed_relay_is_replaced_before_the_next_command(boxes: dict[str, DockerSandbox], container: Any):
     box = boxes["channel"]
     assert via_channel(box)
