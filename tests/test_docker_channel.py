@@ -87,22 +87,22 @@ def test_12_a_channel_command_sees_what_an_exec_of_its_own_sees(boxes: dict[str,
         result = box.exec(PROBE, timeout=30, cwd="/tmp")
         outputs[name] = result.output.decode()
         assert result.exit_code == 0 and "leads its session and group" in outputs[name], outputs[name]
-    # An exec of its own has stdout and stderr on two pipes; the channel gives both one pipe (3 is ls's own).
+    # ls names the fds only: an exec of its own has stdout and stderr on two pipes, the channel both on one FIFO
     assert outputs["channel"] == outputs["exec"], outputs
     assert "PWD=/tmp\n" in outputs["channel"] and "SHLVL=1\n" in outputs["channel"] and "OLDPWD" not in outputs["exec"]
 
 
 def test_12_an_odd_container_environment_reaches_commands_unchanged(docker_client: Any, own_container: Any):
     """Names the server's own shell uses or sets, and names no shell can hold, pass as an exec would pass them."""
-    odd = ["SHLVL=5", "PWD=/opt", "OLDPWD=/srv", "LC_ALL=C.UTF-8", "F=f", "G=g", "v=v", "n=n", "A.B=1", "BASH_ENV="]
+    odd = ["SHLVL=5", "PWD=/opt", "OLDPWD=/srv", "LC_ALL=C.UTF-8", "F=f", "v=v", "n=n", "A.B=1", "BASH_ENV=/etc/be"]
     container = own_container(environment=odd)
+    # every `bash -c` reads BASH_ENV; this one would also end a server that read it
+    container.exec_run(["sh", "-c", "echo 'echo from BASH_ENV; [ \"$0\" = oc-repl-channel ] && exit' > /etc/be"])
     boxes = [sandbox(docker_client, container), sandbox(docker_client, container, channel=False)]
     try:
         outputs = [box.exec("env | sort", timeout=30, cwd="/tmp").output for box in boxes]
         assert via_channel(boxes[0]) and outputs[0] == outputs[1], outputs
-        assert b"SHLVL=6\n" in outputs[0] and b"A.B=1\n" in outputs[0] and b"OLDPWD=/srv\n" in outputs[0]
-        # `$_` before the first command is a plain `bash -c`'s (an exec of its own shows its pid prefix's instead)
-        assert boxes[0].exec('echo "[$_]"', timeout=30).output == b"[bash]\n"
+        assert outputs[0].startswith(b"from BASH_ENV\n") and b"SHLVL=6\n" in outputs[0] and b"A.B=1\n" in outputs[0]
     finally:
         for box in boxes:
             box.close()
@@ -114,6 +114,8 @@ def test_12_environment_working_directory_and_status_per_command(boxes: dict[str
     assert isinstance(proc, ChannelProcess) and proc.wait(30)
     assert proc.read_available() == b"a b=c|dumb\n/usr\n" and proc.exit_code == 9
     assert box.exec("pwd; echo $FOO", timeout=30).output == b"/workspace\n\n"  # nothing carried over
+    # `$_` before the first command is a plain `bash -c`'s (an exec of its own shows its pid prefix's instead)
+    assert box.exec('echo "[$_]"', timeout=30).output == b"[bash]\n"
     # a working directory that does not exist is the daemon's to report, as it always was
     missing = [b.exec("pwd", timeout=30, cwd="/nonexistent") for b in boxes.values()]
     assert missing[0] == missing[1] and missing[0].exit_code == 126
