@@ -57,6 +57,10 @@ def server_pids(container: Any) -> list[str]:
     return [pid for pid, sid, args in rows if pid == sid and "oc-repl-channel" in args]
 
 
+def launchers(container: Any) -> list[str]:
+    return [args for args in live_processes(container) if "oc-repl-launch" in args]
+
+
 def via_channel(box: DockerSandbox) -> bool:
     proc = box.spawn("true", tty=False)
     assert proc.wait(30)
@@ -217,13 +221,20 @@ def test_12_commands_fall_back_after_the_container_restarts(boxes: dict[str, Doc
     assert not via_channel(box)
 
 
-def test_12_a_killed_relay_is_replaced_before_the_next_command(boxes: dict[str, DockerSandbox], container: Any):
+def test_12_a_killed_relay_or_launcher_is_replaced_before_the_next_command(
+    boxes: dict[str, DockerSandbox], container: Any
+):
     box = boxes["channel"]
     assert via_channel(box)
     assert until(lambda: "cat" in live_processes(container))  # the next command's relay, made ready in advance
     container.exec_run(["pkill", "-KILL", "-x", "cat"])
     assert wait_gone(container, "cat") == []
     assert box.exec("echo relayed", timeout=30).output == b"relayed\n"
+    # the same for the shell made ready to run the next command
+    assert until(lambda: launchers(container))
+    container.exec_run(["pkill", "-KILL", "-f", "oc-repl-launch"])
+    assert until(lambda: not launchers(container))
+    assert box.exec("echo launched", timeout=30).output == b"launched\n"
     assert via_channel(box) and len(server_pids(container)) == 1
 
 
@@ -261,9 +272,9 @@ def test_12_close_leaves_no_channel_behind(docker_client: Any, container: Any):
     box.exec("sleep 207 & echo detached", timeout=30)  # leaves a reader of its output behind
     assert len(server_pids(container)) == 2
     box.close()
-    assert until(lambda: not server_pids(container) and "cat" not in live_processes(container)), live_processes(
-        container
-    )
+    assert until(
+        lambda: not server_pids(container) and not launchers(container) and "cat" not in live_processes(container)
+    ), live_processes(container)
     assert wait_gone(container, "sleep 206") == [] and wait_gone(container, "sleep 207") == []
 
 

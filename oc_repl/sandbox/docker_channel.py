@@ -3,26 +3,29 @@ it is sent as a fresh `bash -c`. A command then costs a write and a read on an o
 Engine API (about 40 ms each).
 
 What the command gets is what an exec of its own gives it: `bash -c` found on the container's PATH; the environment
-the daemon gave the server (read back from /proc/$$/environ and exported again over whatever the server's shell set
+the daemon gave the server (read back from /proc/$$/environ and exported again over whatever the shells in between set
 or changed; `exec` passes no `_`) plus the command's own; the working directory; stdin from /dev/null; default signal
-dispositions; fds 0-2 only; its own session and process group (setsid). Before it execs, the forked shell records its
-pid and start time in the pid file, as the prefix of docker_exec.py does for an exec of its own, so timeouts and
-close() find the command's group the same way. Only bash (4.1 or later) and coreutils are needed; setsid is checked
-for, and without it (or without the working directory) the server declines: the command gets an exec of its own.
-The server's variables that a command's environment could also hold are restored by that export; the loop variable
-and the arrays have names of their own. The server starts with `--posix`, so that an image's BASH_ENV is not run in
-it; the commands, plain `bash -c`, still run it.
+dispositions; fds 0-2 only; its own session and process group (setsid). The shell that becomes the command, the
+launcher, is started ahead of time, after the previous command, so its fork and setsid are not waited for: it waits
+on a FIFO for its command, records its pid and start time in the pid file (as the prefix of docker_exec.py does for
+an exec of its own, so timeouts and close() find the command's group the same way), and execs `bash -c`. Only bash
+(4.1 or later) and coreutils are needed; setsid is checked for, and without it (or without the working directory)
+the server declines: the command gets an exec of its own. Server variables that an environment could also hold are
+restored by that export; its loop variable and arrays have names of their own. The server and the launchers start
+with `--posix`, so that an image's BASH_ENV is not run in them; the commands, plain `bash -c`, still run it. A `ps`
+in the container shows, besides the commands, each channel's server, its idle launcher and the `cat` of its relay.
 
-The protocol, one command at a time per channel. The client writes a header line `nonce len(cwd) len(script)
-len(pidfile) len(path) len(blob) len(env entry)...`, those byte strings (the blob, the text of a command too long for
-one argument, is written to `path`), and a final `.`: a request cut short is never run. The server answers on stdout
-with records `RS nonce word RS LF` (RS = 0x1e): `fallback` (nothing was started), or `ok <server pid>`, then the
+The protocol, one command at a time per channel. The client writes a request: the length of its header in 8 digits,
+the header `nonce len(blob) len(cwd) len(script) len(pidfile) len(path) len(env entry)...`, those strings, the blob
+(the text of a command too long for one argument, written to `path`), and a final `.`: a request cut short is never
+run. Lengths let bash read each part with one `read -N` (a line is read a byte at a time). The server answers on
+stdout with records `RS nonce word RS LF` (RS = 0x1e): `fallback` (nothing was started), or `ok <server pid>`, then the
 command's output, then `end <status>`. The nonce is fresh per command and never shown to it, so no output can pass
 for a record. Stdout and stderr share one pipe (arrival order is kept), a FIFO the server also holds open, relayed by a
-`cat`; both are made ready after each command, while the caller is busy with its result (`ready` makes new ones if a
-command killed that `cat`). When the command has ended but a background child still holds the pipe after the grace,
-the relay is replaced by a `cat` to /dev/null (the child writes on unharmed, unseen, as a finished command's late
-output is today) and the end is reported.
+`cat`; both are made ready with the launcher (`ready` makes all three anew, on new FIFOs, if a command killed the
+`cat` or the launcher: the launcher is the pipe's only writer, so either death ends the `cat`). When the command has
+ended but a background child still holds the pipe after the grace, the relay is replaced by a `cat` to /dev/null (the
+child writes on unharmed, unseen, as a finished command's late output is today) and the end is reported.
 """
 
 from __future__ import annotations
@@ -48,17 +51,26 @@ _FRAME = struct.Struct(">BxxxI")  # the multiplexed stream of a non-tty exec: st
 _RS = b"\x1e"
 
 SERVER = r"""set +o posix; LC_ALL=C F=$1 G=$2; shift 2; __oc_dirs=("$@")
-__oc_env=(); while IFS= read -r -d '' v; do __oc_env+=("$v"); done </proc/$$/environ
+B="IFS= read -r -N ${#__oc_launch} __oc_s && eval \"\$__oc_s\""
+__oc_env=(); __oc_keep=()
+while IFS= read -r -d '' v; do
+  __oc_env+=("$v")
+  case $v in PWD=* | OLDPWD=* | LC_ALL=*) __oc_keep+=("$v") ;; esac
+done </proc/$$/environ
 S=$(command -v setsid)
 exec {OUT}>&1
-field() { v=; [ "$1" -eq 0 ] 2>/dev/null || IFS= read -r -N "$1" v; }
 say() { printf '\036%s %s\036\n' "$n" "$1" >&"$OUT"; }
 prepare() {
   relay=
-  { [ -p "$F" ] || { mkdir -p -m 1777 "${__oc_dirs[@]}" && mkfifo -m 600 -- "$F"; }; } 2>/dev/null || return
-  exec {rw}<>"$F"; exec {r}<"$F" {w}>"$F"; exec {rw}<&-
-  exec {fin}< <(echo "$BASHPID"; exec cat <&"$r" 4>&1 >&"$OUT" {OUT}>&- {r}<&- {w}>&- 2>/dev/null)
-  relay=-
+  { { [ -p "$F" ] && [ -p "$F.in" ]; } || { mkdir -p -m 1777 "${__oc_dirs[@]}" && rm -f -- "$F" "$F.in" &&
+    mkfifo -m 600 -- "$F" "$F.in"; }; } 2>/dev/null || return
+  exec {rw}<>"$F"; exec {r}<"$F" {w}>"$F"; exec {rw}<&-; exec {q}<>"$F.in"
+  exec {fin}< <(echo "$BASHPID"; exec cat <&"$r" 4>&1 >&"$OUT" {OUT}>&- {r}<&- {w}>&- {q}<&- 2>/dev/null)
+  (trap - INT QUIT; unset OLDPWD PWD SHLVL
+   for __oc_v in "${__oc_env[@]}"; do export "$__oc_v"; done 2>/dev/null
+   exec "$S" bash --posix -c "$B" oc-repl-launch "${__oc_dirs[@]}" -- "${__oc_keep[@]}") \
+    <"$F.in" >&"$w" 2>&1 {w}>&- {r}<&- {q}<&- {fin}<&- {OUT}>&- &
+  L=$! relay=-; exec {w}>&-; printf %s "$__oc_launch" >&"$q"
 }
 alive() {
   [ "$relay" = - ] && { read -r -u "$fin" relay || relay=; }
@@ -66,31 +78,25 @@ alive() {
 }
 ready() {
   alive && return
-  [ -n "$relay" ] && exec {r}<&- {w}>&- {fin}<&-
-  prepare && alive
+  [ -n "$relay" ] && { kill -KILL "$L" "$relay" 2>/dev/null; exec {r}<&- {q}<&- {fin}<&-; }
+  rm -f -- "$F" "$F.in"; prepare && alive
 }
 prepare
-while IFS=' ' read -r -a __oc_head; do
-  set -- "${__oc_head[@]}"
-  n=$1 ok=$S
-  field "$2" || break; cwd=$v; field "$3" || break; cmd=$v
-  field "$4" || break; pidfile=$v; field "$5" || break; path=$v
-  if [ "$6" -gt 0 ]; then
+while IFS= read -r -N 8 v && IFS= read -r -N "$((10#$v))" v; do
+  __oc_head=($v); n=${__oc_head[0]} blob=${__oc_head[1]} ok=$S t=0
+  for l in "${__oc_head[@]:2}"; do t=$((t + l)); done
+  IFS= read -r -N "$t" v || break
+  __oc_vals=(); o=0; for l in "${__oc_head[@]:2}"; do __oc_vals+=("${v:o:l}"); o=$((o + l)); done
+  cwd=${__oc_vals[0]} path=${__oc_vals[3]}
+  if [ "$blob" -gt 0 ]; then
     [ -d "${path%/*}" ] || mkdir -p -m 1777 "${__oc_dirs[@]}" 2>/dev/null
-    head -c "$6" | tee -- "$path" >/dev/null 2>&1 || ok=
+    head -c "$blob" | tee -- "$path" >/dev/null 2>&1 || ok=
   fi
-  shift 6; __oc_extra=(); for l; do field "$l" || break 2; __oc_extra+=("$v"); done
-  IFS= read -r -N 1 v && [ "$v" = . ] || break
+  IFS= read -r -N 1 l && [ "$l" = . ] || break
   if [ -n "$ok" ] && cd -P -- "$cwd" 2>/dev/null && ready; then
     say "ok $$"
-    (trap - INT QUIT; read -r s </proc/$BASHPID/stat; __oc_stat=(${s##*) }); s="$BASHPID ${__oc_stat[19]}"
-     { echo "$s" >"$pidfile"; } 2>/dev/null ||
-       { mkdir -p -m 1777 "${__oc_dirs[@]}" && echo "$s" >"$pidfile"; } 2>/dev/null
-     unset OLDPWD PWD SHLVL; set -- "$S" "$cmd"
-     for __oc_v in "${__oc_env[@]}" "${__oc_extra[@]}"; do export "$__oc_v"; done 2>/dev/null
-     exec "$1" bash -c "$2") </dev/null >&"$w" 2>&1 {w}>&- {r}<&- {fin}<&- {OUT}>&- &
-    c=$!; exec {w}>&-
-    wait "$c"; st=$?
+    l="${__oc_head[*]:2}"; printf '%08d%s%s' "${#l}" "$l" "$v" >&"$q"; exec {q}<&-
+    wait "$L"; st=$?
     IFS= read -r -t "$G" -u "$fin" _
     if [ $? -gt 128 ]; then
       kill -KILL "$relay" 2>/dev/null; IFS= read -r -u "$fin" _
@@ -104,6 +110,30 @@ while IFS=' ' read -r -a __oc_head; do
 done
 """
 
+# The shell that runs a command, started in advance by the server (its fork and setsid are then behind the caller):
+# it reads its script, then (on stdin from the server) the request's sizes and strings without the nonce and the blob;
+# it records its pid and becomes the command's `bash -c`. Arguments: the pid directories, `--`, then whichever of PWD,
+# OLDPWD and LC_ALL the daemon's environment held, exported again over what this shell's start and `cd` made of them.
+# SHLVL is left alone: this shell raised it by one, and `exec` lowers it by one again.
+LAUNCH = r"""set +o posix; LC_ALL=C
+IFS= read -r -N 8 __oc_v && IFS= read -r -N "$((10#$__oc_v))" __oc_v || exit
+__oc_h=($__oc_v) __oc_t=0; for __oc_l in "${__oc_h[@]}"; do __oc_t=$((__oc_t + __oc_l)); done
+IFS= read -r -N "$__oc_t" __oc_v || exit
+__oc_x=() __oc_o=0
+for __oc_l in "${__oc_h[@]}"; do __oc_x+=("${__oc_v:__oc_o:__oc_l}"); __oc_o=$((__oc_o + __oc_l)); done
+__oc_d=(); while [ "$1" != -- ]; do __oc_d+=("$1"); shift; done; shift
+read -r __oc_s </proc/$$/stat; __oc_s=(${__oc_s##*) }); __oc_s="$$ ${__oc_s[19]}"
+{ echo "$__oc_s" >"${__oc_x[2]}"; } 2>/dev/null ||
+  { mkdir -p -m 1777 "${__oc_d[@]}" && echo "$__oc_s" >"${__oc_x[2]}"; } 2>/dev/null
+cd -P -- "${__oc_x[0]}" || exit
+unset OLDPWD PWD LC_ALL
+for __oc_v in "$@" "${__oc_x[@]:4}"; do export "$__oc_v"; done 2>/dev/null
+exec bash -c "${__oc_x[1]}" </dev/null
+"""
+# The scripts come on stdin, so that the server's and the launchers' command lines stay short in the `ps` a model may
+# run; they are ASCII, so characters and bytes are one.
+BOOT = f'IFS= read -r -N {len(SERVER)} __oc_s && IFS= read -r -N {len(LAUNCH)} __oc_launch && eval "$__oc_s"'
+
 
 def encode_request(
     nonce: bytes, cwd: str, script: str, pidfile: str, path: str, blob: bytes, env: dict[str, str]
@@ -111,14 +141,13 @@ def encode_request(
     """The request for one command, or None if it cannot travel this way (a NUL byte, text that is not UTF-8)."""
     try:
         fields = [cwd.encode(), script.encode(), pidfile.encode(), path.encode()]
-        entries = [f"{name}={value}".encode() for name, value in env.items()]
+        fields += [f"{name}={value}".encode() for name, value in env.items()]
     except UnicodeEncodeError:
         return None
-    if any(b"\0" in part for part in (*fields, *entries)):
+    if any(b"\0" in field for field in fields):
         return None
-    sizes = [len(part) for part in (*fields, blob, *entries)]
-    header = b" ".join([nonce, *(str(size).encode() for size in sizes)])
-    return header + b"\n" + b"".join(fields) + blob + b"".join(entries) + b"."
+    header = b" ".join([nonce, str(len(blob)).encode(), *(str(len(field)).encode() for field in fields)])
+    return b"%08d" % len(header) + header + b"".join(fields) + blob + b"."
 
 
 class ChannelProcess(RecordedProcess):
@@ -170,12 +199,13 @@ class Channel:
         self._pool = pool
         fifo = f"{box.pid_dir}/{WORK_SUBDIR}/channel-{new_token()}"
         dirs = [PID_DIR, box.pid_dir, f"{box.pid_dir}/{WORK_SUBDIR}"]
-        argv = ["bash", "--posix", "-c", SERVER, "oc-repl-channel", fifo, f"{EXIT_GRACE:g}", *dirs]
+        argv = ["bash", "--posix", "-c", BOOT, "oc-repl-channel", fifo, f"{EXIT_GRACE:g}", *dirs]
         api = box.api
         exec_id = box.call(api.exec_create, box.id, argv, stdin=True, environment={"TERM": "dumb"}, user="")["Id"]
         self._wrapped = box.call(api.exec_start, exec_id, socket=True)  # kept: it owns the socket
         self._sock = getattr(self._wrapped, "_sock", self._wrapped)
         self._sock.settimeout(None)  # the docker client's request timeout would end an idle channel
+        self._sock.sendall(SERVER.encode() + LAUNCH.encode())
         self.server_pid: int | None = None
         self.broken = False
         self._lock = threading.Lock()
