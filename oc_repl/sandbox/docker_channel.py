@@ -281,7 +281,7 @@ class ChannelPool:
             if self.broken or self._closed:
                 return None
             if self._idle:
-                return self._idle.pop()
+                return self._idle.pop(0)  # the longest idle: its server has made the next launcher ready
             if len(self._all) + self._opening >= MAX_CHANNELS:
                 return None
             self._opening += 1
