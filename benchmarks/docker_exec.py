@@ -3,9 +3,11 @@
 Measured, N calls each, interleaved round by round in a shuffled order with a pause before each call (an exec's
 teardown in the daemon goes on after its API call returns), so that drift hits every method alike:
 - floor        `exec_create` + `exec_start` of `true`: the least one `docker exec` costs through the Engine API
+- fresh-bash   a shell loop in one exec runs `setsid bash -c true` per line it reads and answers: the least a fresh
+               `bash -c` per command costs in this container (process creation), with no protocol, pid file or relay
 - sandbox      `DockerSandbox.exec("true")`: through the sandbox's persistent channel
 - back-to-back the same, right after another call on the same channel: the server has had no time to make the next
-               command's output pipe and its relay ready (model tool calls and terminus polls come with time between)
+               command's shell, output pipe and relay ready (model tool calls and terminus polls come with time between)
 - shell_exec   camel `shell_exec` of `true` through CamelTerminalTools: what one model tool call costs (channel)
 - exec-each    `DockerSandbox.exec("true")` with the channel off: one `docker exec` per command, the fallback path
 
@@ -30,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from oc_repl.protocols.camel_tools import NO_OUTPUT, CamelTerminalTools  # noqa: E402
 from oc_repl.sandbox.docker import DockerImageSandbox, DockerSandbox  # noqa: E402
 from oc_repl.sandbox.docker_channel import ChannelProcess  # noqa: E402
+
+LOOP = "while read -r line; do (exec setsid bash -c true) & wait $!; echo y; done"
 
 
 def count_requests(api: Any) -> Callable[[], int]:
@@ -72,12 +76,23 @@ def main() -> None:
         def true_in_sandbox() -> None:
             assert box.exec("true", timeout=30).exit_code == 0
 
+        loop = api.exec_create(box.id, ["bash", "-c", LOOP], stdin=True)["Id"]
+        raw = api.exec_start(loop, socket=True)
+        sock = getattr(raw, "_sock", raw)
+
+        def fresh_bash() -> None:
+            sock.sendall(b"x\n")
+            answer = b""
+            while not answer.endswith(b"y\n"):
+                answer += sock.recv(1 << 16)
+
         def back_to_back() -> float:
             true_in_sandbox()
             return timed(true_in_sandbox)()
 
         methods: dict[str, Callable[[], float]] = {
             "floor": timed(lambda: api.exec_start(api.exec_create(box.id, "true")["Id"])),
+            "fresh-bash": timed(fresh_bash),
             "sandbox": timed(true_in_sandbox),
             "back-to-back": back_to_back,
             "shell_exec": timed(lambda: tools.call("shell_exec", {"id": "b", "command": "true"}).text == NO_OUTPUT),
@@ -98,6 +113,7 @@ def main() -> None:
                 before = trips()
                 samples[name].append(fn())
                 calls[name] += trips() - before
+        sock.close()
     finally:
         each.close()
         box.close()
