@@ -1,9 +1,11 @@
 """Docker drivers, through the Engine API: attach to a running container, or create one from an image.
 
-Every command is a fresh `docker exec` of `bash -c`, as the checkpoint was trained. The exec'd process leads its
-own session and process group inside the container, so a timeout kills the whole tree it started *in the
-container*; a short prefix on the command records that process's in-container pid in a file, which is what lets us
-find the group again (the Engine API only knows host pids).
+Every command is a fresh `bash -c`, as the checkpoint was trained, leading its own session and process group inside
+the container, so a timeout kills the whole tree it started *in the container*. Its in-container pid and start time
+are recorded in a file of the sandbox's pid directory, which is what lets us find the group again (the Engine API only
+knows host pids). Commands without a terminal, as the default user, go through the sandbox's persistent channels
+(docker_channel.py); terminals, commands as another user, and every command once a channel has broken get a `docker
+exec` each (docker_exec.py).
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ import tarfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import suppress
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from oc_repl.errors import SandboxError, SandboxLost
-from oc_repl.sandbox.docker_exec import PID_DIR, DockerProcess, kill_recorded
+from oc_repl.sandbox import docker_lifetime
+from oc_repl.sandbox.docker_channel import ChannelPool
+from oc_repl.sandbox.docker_exec import PID_DIR, WORK_SUBDIR, DockerProcess, RecordedProcess, kill_recorded
 from oc_repl.types import ExecResult
 
 DEFAULT_WORKDIR = "/workspace"  # camel's docker backend, as trained
@@ -65,21 +70,25 @@ class DockerSandbox:
         self.output_limit = output_limit
         self.keep = keep
         self.spec = f"docker:{self.name}"
-        self._procs: list[DockerProcess] = []
+        self._procs: list[RecordedProcess] = []
         self._lock = threading.Lock()
         self.pid_dir = f"{PID_DIR}/{uuid.uuid4().hex[:12]}"
+        self.expires_at = docker_lifetime.expiry(container.labels)
         self.uid, self.gid = self._default_ids()
         # Set up as root, so it works whoever the default user is. A workdir made here belongs to the default user,
         # who must write there; an existing one is left as it is.
         wd = shlex.quote(workdir)
         owner = f" && chown {self.uid}:{self.gid} {wd}" if self.uid is not None else ""
-        self.run_quick(f"mkdir -p -m 1777 {PID_DIR} {self.pid_dir}; [ -d {wd} ] || {{ mkdir -p {wd}{owner}; }}")
+        dirs = " ".join(self._work_dirs())
+        self.run_quick(f"mkdir -p -m 1777 {dirs}; [ -d {wd} ] || {{ mkdir -p {wd}{owner}; }}")
+        self.channels = ChannelPool(self)
 
     @classmethod
     def from_spec(cls, rest: str, workdir: str | None = None, **opts: Any) -> DockerSandbox:
         import docker
 
         client = connect()
+        docker_lifetime.sweep(client.api, time.time())
         try:
             container = client.containers.get(rest)
         except docker.errors.NotFound as exc:
@@ -108,10 +117,18 @@ class DockerSandbox:
             raise SandboxLost(f"container {self.name} no longer exists") from exc
         except docker.errors.APIError as exc:
             if exc.status_code == 409:  # "is not running" / "is paused"
-                raise SandboxLost(f"container {self.name}: {exc.explanation or exc}") from exc
+                raise self._lost(f"container {self.name}: {exc.explanation or exc}") from exc
             raise SandboxError(f"container {self.name}: {exc.explanation or exc}") from exc
         except (requests.RequestException, docker.errors.DockerException) as exc:
             raise SandboxLost(f"the docker daemon failed: {exc}") from exc
+
+    def _lost(self, message: str) -> SandboxLost:
+        if self.expires_at is not None and time.time() >= self.expires_at:
+            return SandboxLost(
+                f"container {self.name} stopped: its lifetime ended during the run",
+                hint="a container gets its lifetime when it is created; --keep creates one without",
+            )
+        return SandboxLost(message)
 
     def check_running(self, settle: float = LOSS_SETTLE) -> None:
         """SandboxLost unless the container runs. The daemon reports a container's end some 40 ms after the end of
@@ -121,7 +138,7 @@ class DockerSandbox:
             state = self.call(self.api.inspect_container, self.id).get("State") or {}
             status = state.get("Status") or "gone"
             if status != "running":  # "removing" comes before Running turns false
-                raise SandboxLost(f"container {self.name} is {status}: it stopped during the run")
+                raise self._lost(f"container {self.name} is {status}: it stopped during the run")
             if time.monotonic() >= deadline:
                 return
             time.sleep(0.05)
@@ -130,6 +147,24 @@ class DockerSandbox:
         """Run `script` with sh and return its output. As root by default: kills must reach any user's processes."""
         exec_id = self.call(self.api.exec_create, self.id, ["sh", "-c", script], user=user)["Id"]
         return self.call(self.api.exec_start, exec_id) or b""
+
+    def _work_dirs(self) -> Iterator[str]:
+        """The pid directories and the one under them for long commands and FIFOs, each world-writable (1777)."""
+        yield from (PID_DIR, self.pid_dir, f"{self.pid_dir}/{WORK_SUBDIR}")
+
+    def put_command_file(self, path: str, data: bytes) -> None:
+        """A long command's text, for its `bash -c` to read. The directories go in the archive too, with their
+        modes: the model may have cleaned /tmp, and the daemon would make them root's and closed to others."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for name in self._work_dirs():
+                info = tarfile.TarInfo(name.lstrip("/"))
+                info.type, info.mode = tarfile.DIRTYPE, 0o1777
+                tar.addfile(info)
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+        self.call(self.api.put_archive, self.id, "/", buf.getvalue())
 
     def _default_ids(self) -> tuple[int | None, int | None]:
         """The uid and gid commands run as by default (the image's USER, or `docker run --user`); None if unknown.
@@ -153,17 +188,17 @@ class DockerSandbox:
         cwd: str | None = None,
         env: dict[str, str] | None = None,
         user: str | None = None,
-    ) -> DockerProcess:
+    ) -> RecordedProcess:
         base = {"TERM": "xterm", "PYTHONUNBUFFERED": "1"} if tty else {"TERM": "dumb"}
-        proc = DockerProcess(
-            self,
-            command,
-            tty=tty,
-            cwd=cwd or self.workdir,
-            env={**base, **(env or {})},
-            user=user,
-            limit=self.output_limit,
-        )
+        full_env = {**base, **(env or {})}
+        # The channels run as the default user; a command for another one (root, for verifiers) gets its own exec.
+        proc: RecordedProcess | None = None
+        if not tty and not user:
+            proc = self.channels.spawn(command, cwd or self.workdir, full_env)
+        if proc is None:
+            proc = DockerProcess(
+                self, command, tty=tty, cwd=cwd or self.workdir, env=full_env, user=user, limit=self.output_limit
+            )
         with self._lock:
             self._procs.append(proc)
         return proc
@@ -224,32 +259,44 @@ class DockerSandbox:
         each = kill_recorded('"$f"')
         with contextlib.suppress(SandboxError):
             self.run_quick(f"for f in {self.pid_dir}/*; do {each}; done; rm -rf {self.pid_dir}")
+        self.channels.close()
         for proc in procs:
             proc.release()
 
 
 class DockerImageSandbox(DockerSandbox):
-    """`docker-image:<image>`: a fresh container (`sleep infinity`), removed on close unless kept."""
+    """`docker-image:<image>`: a fresh container, removed on close unless kept, with a finite lifetime unless kept
+    (see docker_lifetime.py)."""
 
     owned = True
 
     @classmethod
     def from_spec(
-        cls, rest: str, workdir: str | None = None, network: str | None = None, keep: bool = False, **opts: Any
+        cls,
+        rest: str,
+        workdir: str | None = None,
+        network: str | None = None,
+        keep: bool = False,
+        lifetime: float | None = None,
+        **opts: Any,
     ) -> DockerImageSandbox:
+        """`lifetime`: seconds the container may live (None: docker_lifetime.DEFAULT_LIFETIME; ignored when kept)."""
         import docker
 
         client = connect()
+        now = time.time()
+        docker_lifetime.sweep(client.api, now)
         if network is None:  # a daemon started without a bridge can only run containers without a network
             network = "bridge" if client.networks.list(names=["bridge"]) else "none"
+        command, labels = docker_lifetime.creation(lifetime, keep, now)
         try:
             container = client.containers.create(
                 rest,
-                ["sleep", "infinity"],
+                command,
                 detach=True,
                 network_mode=network,
                 name=f"oc-repl-{uuid.uuid4().hex[:10]}",
-                labels={"oc-repl": "1"},
+                labels=labels,
             )
         except docker.errors.ImageNotFound as exc:
             raise SandboxError(
@@ -272,5 +319,6 @@ class DockerImageSandbox(DockerSandbox):
             return super().close()
         with self._lock:
             self._procs = []
+        self.channels.close()
         with suppress(Exception):  # already gone: nothing left to remove
             self.container.remove(force=True)

@@ -1,9 +1,11 @@
-"""One `docker exec` of a model command: the pid-recording prefix, the kill that finds its group again, and the
-process object that drains its output."""
+"""What every model command in a container shares, whichever way it is started: the `bash -c` script with its
+pid-recording prefix, the kill that finds its group again, and the process object for one `docker exec` of its own
+(terminals, commands as another user, and everything once the sandbox's channel is gone; see docker_channel.py)."""
 
 from __future__ import annotations
 
 import socket
+import time
 import uuid
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
@@ -15,8 +17,17 @@ if TYPE_CHECKING:
     from oc_repl.sandbox.docker import DockerSandbox
 
 PID_DIR = "/tmp/.oc-repl"  # one subdirectory per sandbox: clients attached to one container keep apart
-# After the exec'd process ends, a background child may still hold its output stream open; stop waiting then.
+# Files that are not pid files (long commands, the channels' FIFOs) live in this subdirectory of a sandbox's pid
+# directory: close() reads every entry of the pid directory as a pid file, and a directory simply fails that read.
+WORK_SUBDIR = "c"
+# After a command ends, a background child may still hold its output stream open; stop waiting for it then.
 EXIT_GRACE = 0.25
+# A command's end is learnt by asking the daemon; the pause between asks grows to this while the command runs.
+POLL_FIRST, POLL_MAX = 0.05, 0.5
+# Linux refuses one argument longer than this (MAX_ARG_STRLEN, its terminating NUL included). A script that long is
+# passed through a file instead; see `command_script`.
+ARG_LIMIT = 128 * 1024
+NO_INPUT = "this process takes no input (it was started without a terminal)"
 # The model may clean /tmp. The pid file is then written after a quiet mkdir, never with an error in the output
 # (and a command whose pid is not recorded could not be killed at its timeout).
 # The record goes in front of the command on its first line, in the same `bash -c`: no second shell to start
@@ -31,6 +42,25 @@ _PREFIX = (
     "{{ mkdir -p -m 1777 {root} {dir} && echo $$ ${{__oc_repl_stat[21]}} > {file}; }} 2>/dev/null; "
     "unset __oc_repl_stat; "
 )
+
+
+def new_token() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def command_script(pid_dir: str, token: str, command: str, record: bool = True) -> tuple[str, str]:
+    """The `bash -c` script that runs `command`, and the file (or "") its text must be put in first.
+
+    With `record`, the script starts by writing its pid to the pid file (a channel's server writes it instead). A
+    command too long for one argument is read back from that file and run with `eval`, still in the one `bash -c`
+    (`$0`, arguments and stdin are what a short one sees); the file removes itself once read.
+    """
+    prefix = _PREFIX.format(file=f"{pid_dir}/{token}", root=PID_DIR, dir=pid_dir) if record else ""
+    script = prefix + command
+    if len(script.encode(errors="surrogatepass")) < ARG_LIMIT:
+        return script, ""
+    path = f"{pid_dir}/{WORK_SUBDIR}/{token}"
+    return f'{prefix}eval "$(cat -- {path} && rm -f -- {path})"', path
 
 
 def kill_recorded(pidfile: str) -> str:
@@ -50,7 +80,38 @@ def kill_recorded(pidfile: str) -> str:
     )
 
 
-class DockerProcess:
+class RecordedProcess:
+    """A model command whose pid is recorded in the sandbox's pid directory, its output in a capped buffer."""
+
+    tty = False
+
+    def __init__(self, box: DockerSandbox, token: str, limit: int) -> None:
+        self._box = box
+        self.token = token
+        self.pidfile = f"{box.pid_dir}/{token}"
+        self._buffer = CappedBuffer(limit)
+
+    def read_available(self) -> bytes:
+        return self._buffer.read()
+
+    def write(self, data: bytes) -> None:
+        raise SandboxError(NO_INPUT)
+
+    def kill(self) -> None:
+        """SIGKILL the command's process group inside the container (and its session, where pkill exists)."""
+        with suppress(SandboxError):  # the container is gone, and the process with it
+            self._box.run_quick(f"{kill_recorded(self.pidfile)}; rm -f {self.pidfile}")
+        self.release()
+
+    def release(self) -> None:
+        """Let go of whatever connection the process holds; the process itself is left alone."""
+
+    @property
+    def dropped(self) -> int:
+        return self._buffer.dropped
+
+
+class DockerProcess(RecordedProcess):
     """One `docker exec` in the container; output drained into a capped buffer on a thread."""
 
     def __init__(
@@ -64,20 +125,30 @@ class DockerProcess:
         user: str | None,
         limit: int,
     ) -> None:
-        self._box = box
-        self.token = uuid.uuid4().hex[:12]
-        self.pidfile = f"{box.pid_dir}/{self.token}"
-        argv = ["bash", "-c", _PREFIX.format(file=self.pidfile, root=PID_DIR, dir=box.pid_dir) + command]
+        super().__init__(box, new_token(), limit)
+        self.tty = tty
+        script, path = command_script(box.pid_dir, self.token, command)
+        if path:
+            box.put_command_file(path, command.encode(errors="replace"))
         api = box.api
         self.exec_id = box.call(
-            api.exec_create, box.id, argv, stdin=tty, tty=tty, workdir=cwd, environment=env, user=user or ""
+            api.exec_create,
+            box.id,
+            ["bash", "-c", script],
+            stdin=tty,
+            tty=tty,
+            workdir=cwd,
+            environment=env,
+            user=user or "",
         )["Id"]
-        self._buffer = CappedBuffer(limit)
         self._exit_code: int | None = None
         self._sock: socket.socket | None = None
         if tty:
             wrapped = box.call(api.exec_start, self.exec_id, socket=True, tty=True)
             self._sock = getattr(wrapped, "_sock", wrapped)
+            # The docker client's request timeout stays on the socket it hands over: a session quiet for that long
+            # would otherwise end its reader, and everything it printed afterwards would be lost.
+            self._sock.settimeout(None)
             read = self._recv
         else:
             frames = box.call(api.exec_start, self.exec_id, stream=True)
@@ -115,31 +186,28 @@ class DockerProcess:
         return False
 
     def wait(self, timeout: float) -> bool:
-        if self._reader.join(timeout):
-            return not self.alive() or self._reader.join(EXIT_GRACE)
-        if self.alive():
-            return False
-        return self._reader.join(EXIT_GRACE) or True  # exited; whatever holds the stream is a leftover child
-
-    def read_available(self) -> bytes:
-        return self._buffer.read()
+        """True once the command has ended and its output is drained, or EXIT_GRACE after its end if a background
+        child still holds the stream (the daemon is asked now and then whether the command itself is still running).
+        """
+        deadline = time.monotonic() + max(0.0, timeout)
+        pause = POLL_FIRST
+        while not self._reader.join(max(0.0, min(pause, deadline - time.monotonic()))):
+            if not self.alive():
+                return self._reader.join(EXIT_GRACE) or True  # whatever holds the stream is a leftover child
+            if time.monotonic() >= deadline:
+                return False
+            pause = min(pause * 2, POLL_MAX)
+        return not self.alive() or self._reader.join(EXIT_GRACE)
 
     def write(self, data: bytes) -> None:
         if self._sock is None:
-            raise SandboxError("this process takes no input (it was started without a terminal)")
+            raise SandboxError(NO_INPUT)
         try:
             self._sock.sendall(data)
         except OSError as exc:
             raise SandboxError(f"cannot write to the process: {exc}") from exc
 
-    def kill(self) -> None:
-        """SIGKILL the exec'd process group inside the container (and its session, where pkill exists)."""
-        with suppress(SandboxError):  # the container is gone, and the process with it
-            self._box.run_quick(f"{kill_recorded(self.pidfile)}; rm -f {self.pidfile}")
-        self.release()
-
     def release(self) -> None:
-        """Let go of the terminal connection, if any; the process itself is left alone."""
         if self._sock is not None:
             self._sock.close()
 
@@ -148,7 +216,3 @@ class DockerProcess:
         if self._exit_code is None:
             self.alive()
         return self._exit_code
-
-    @property
-    def dropped(self) -> int:
-        return self._buffer.dropped

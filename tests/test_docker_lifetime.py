@@ -1,0 +1,99 @@
+"""Issue 10.12 on a real dockerd: every container oc-repl creates carries a label and, unless kept, a finite
+lifetime; expired ones are swept when a docker sandbox is opened."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import suppress
+from typing import Any
+
+import docker
+import pytest
+
+from oc_repl.errors import SandboxLost
+from oc_repl.sandbox.docker import DockerImageSandbox, DockerSandbox
+from oc_repl.sandbox.docker_lifetime import DEFAULT_LIFETIME, EXPIRES, LABEL
+from tests.test_docker import IMAGE, TEST_LABEL, docker_session
+
+
+@pytest.fixture(scope="module")
+def docker_client() -> Iterator[Any]:
+    yield from docker_session()
+
+
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_client")]
+
+
+@pytest.fixture
+def boxes() -> Iterator[list[DockerImageSandbox]]:
+    made: list[DockerImageSandbox] = []
+    yield made
+    for box in made:
+        box.keep = False  # kept ones too: the test is over
+        box.close()
+
+
+def exists(client: Any, name: str) -> bool:
+    try:
+        client.containers.get(name)
+    except docker.errors.NotFound:
+        return False
+    return True
+
+
+def test_10_12_created_containers_carry_a_label_and_a_finite_lifetime(docker_client: Any, boxes: list):
+    started = time.time()
+    boxes += [DockerImageSandbox.from_spec(IMAGE, lifetime=90), DockerImageSandbox.from_spec(IMAGE)]
+    for box, seconds in zip(boxes, [90, DEFAULT_LIFETIME], strict=True):
+        attrs = docker_client.api.inspect_container(box.id)
+        assert attrs["Config"]["Cmd"] == ["sleep", str(seconds)]
+        labels = attrs["Config"]["Labels"]
+        assert labels[LABEL] == "1" and int(started) + seconds <= int(labels[EXPIRES]) <= time.time() + seconds
+    kept = DockerImageSandbox.from_spec(IMAGE, keep=True, lifetime=90)
+    boxes.append(kept)
+    attrs = docker_client.api.inspect_container(kept.id)
+    assert attrs["Config"]["Cmd"] == ["sleep", "infinity"]  # kept on purpose: no end, no expiry
+    assert attrs["Config"]["Labels"] == {LABEL: "1"}
+
+
+def test_10_12_a_container_stops_when_its_lifetime_is_over(docker_client: Any, boxes: list):
+    box = DockerImageSandbox.from_spec(IMAGE, lifetime=5)
+    boxes.append(box)
+    box.spawn("sleep 100", tty=False)  # a channel open, and a command running, when the end comes
+    deadline = time.monotonic() + 60
+    while docker_client.api.inspect_container(box.id)["State"]["Running"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with pytest.raises(SandboxLost, match="lifetime ended"):
+        box.exec("echo too late", timeout=30)
+
+
+def test_10_12_expired_containers_are_swept_when_a_sandbox_opens(docker_client: Any):
+    past, future = int(time.time()) - 5, int(time.time()) + 3600
+    made = {}
+    for name, labels, start in [
+        ("expired-running", {LABEL: "1", EXPIRES: str(past)}, True),
+        ("expired-stopped", {LABEL: "1", EXPIRES: str(past)}, False),
+        ("alive", {LABEL: "1", EXPIRES: str(future)}, True),
+        ("kept", {LABEL: "1"}, True),
+        ("someone-elses", {TEST_LABEL: "1", EXPIRES: str(past)}, True),
+    ]:
+        container = docker_client.containers.create(
+            IMAGE,
+            ["sleep", "infinity"],
+            name=f"oc-repl-sweep-{name}-{uuid.uuid4().hex[:6]}",
+            labels=labels,
+            network_mode="none",
+        )
+        if start:
+            container.start()
+        made[name] = container
+    try:
+        DockerSandbox.from_spec(made["alive"].name).close()  # attaching sweeps too
+        left = {name for name, container in made.items() if exists(docker_client, container.name)}
+        assert left == {"alive", "kept", "someone-elses"}
+    finally:
+        for container in made.values():
+            with suppress(docker.errors.NotFound):
+                container.remove(force=True)
