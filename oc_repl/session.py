@@ -88,10 +88,17 @@ def _unconfined_consent(settings: RunSettings, why: str) -> None:
 
 def _sandbox_options(settings: RunSettings) -> dict[str, Any]:
     if settings.sandbox.startswith("docker-image:"):
-        return {"workdir": settings.workdir, "network": settings.docker_network, "keep": settings.keep}
+        options = {"workdir": settings.workdir, "network": settings.docker_network, "keep": settings.keep}
+        return options | ({"lifetime": container_lifetime(settings.timeout, settings)} if settings.timeout else {})
     if settings.sandbox.startswith("docker:"):
         return {"workdir": settings.workdir}
     return {"confine": settings.confine, "network": settings.network}
+
+
+def container_lifetime(agent_timeout: float, settings: RunSettings) -> float:
+    """How long a container made for one run may live: the agent's time, the verifier's, and slack for the rest.
+    Without a time limit it keeps the driver's default (a day), long enough for a working session in the shell."""
+    return agent_timeout + settings.verify_timeout + 600
 
 
 def _task_dir_parts(settings: RunSettings, instruction: str) -> tuple[Task, Sandbox, Any]:
