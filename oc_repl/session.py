@@ -77,23 +77,6 @@ def _sandbox_options(settings: RunSettings) -> dict[str, Any]:
     return {}
 
 
-def _task_dir_parts(settings: RunSettings, instruction: str) -> tuple[Task, Sandbox, Any]:
-    """A terminal-bench task dir brings the instruction, the image to run in and the tests that judge it."""
-    from oc_repl.sandbox import open_sandbox
-    from oc_repl.tasks.tb import TaskVerifier, build_image, load_task_dir
-
-    assert settings.task is not None
-    if instruction or settings.verify or settings.verify_file:
-        raise UsageError("--task brings its own instruction and tests; drop the instruction and --verify")
-    task_dir = load_task_dir(settings.task)
-    image = settings.image or build_image(task_dir)
-    sandbox = open_sandbox(
-        f"docker-image:{image}", workdir=settings.workdir, network=settings.docker_network, keep=settings.keep
-    )
-    verifier = TaskVerifier(task_dir, cwd=sandbox.image_workdir)  # type: ignore[attr-defined]
-    return Task(name=settings.task_name or task_dir.name, instruction=task_dir.instruction), sandbox, verifier
-
-
 def command_verifier(settings: RunSettings) -> Verifier | None:
     if not (settings.verify or settings.verify_file):
         return None
@@ -108,6 +91,7 @@ class TaskResult:
     final_answer: str = ""
     verify: ev.VerifyCompleted | None = None
     turns: int = 0
+    attempt: int = 1  # which attempt this was (`run --attempts N`)
 
     @property
     def exit_code(self) -> int:
@@ -140,6 +124,7 @@ class Session:
         self.transcript_path = ""  # named in thread.completed, when the caller keeps one
         self.task_agent_timeout: float | None = None  # a task directory's own limit for the agent
         self.terminated = False  # a SIGTERM or SIGHUP stopped a run: the interactive shell leaves too
+        self.attempt, self.attempts = 1, 1  # named in thread.started and thread.completed (`run --attempts N`)
 
     def _on_retry(self, message: str, attempt: int) -> None:
         total = self.settings.retries + 1
@@ -233,9 +218,11 @@ class Session:
                     tool_calls_salvaged=self.client.salvaged_calls - calls_before[1],
                     kept_container=kept,
                     transcript=self.transcript_path,
+                    attempt=self.attempt,
+                    attempts=self.attempts,
                 )
             )
-        return TaskResult(status, outcome.final_answer, verify, outcome.turns)
+        return TaskResult(status, outcome.final_answer, verify, outcome.turns, self.attempt)
 
     def _run(self, instruction: str) -> Outcome:
         task = self._task(instruction)
@@ -275,8 +262,10 @@ class Session:
 
     def _task(self, instruction: str) -> Task:
         if self.settings.task is not None and self.sandbox is None:
-            task, self.sandbox, self.verifier = _task_dir_parts(self.settings, instruction)
-            self.task_agent_timeout = self.verifier.task.max_agent_timeout_sec  # type: ignore[attr-defined]
+            from oc_repl.tasks.model import open_task
+
+            task, self.sandbox, self.verifier, task_dir = open_task(self.settings, instruction)
+            self.task_agent_timeout = task_dir.agent_timeout_sec
             return task
         if not instruction.strip():
             raise UsageError("no task given", hint='oc-repl run "what to do"  (or --task DIR)')
@@ -304,4 +293,5 @@ class Session:
                 "max_turns": s.max_turns,
                 "follow_up": self.tasks_run > 0,
             },
+            attempt=self.attempt,
         )
