@@ -172,7 +172,7 @@ class RunProcess:
             stderr=stderr if stderr is not None else subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
             env=env,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
         assert self.proc.stdout is not None
         self.stdout = self.proc.stdout

@@ -5,6 +5,7 @@ missing when run again."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -123,7 +124,8 @@ def conversations(server: Any) -> int:
 
 
 @pytest.mark.timeout(600)
-def test_13_bench_killed_mid_way_finishes_only_the_missing_trials(serve, tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["kill", "term"])
+def test_13_bench_killed_mid_way_finishes_only_the_missing_trials(serve, tmp_path, stop):
     server = serve(bench_script(RESUME_PLAN))
     out = tmp_path / "out"
     tasks = [str(ROOT / "examples/tasks/write-greeting"), str(ROOT / "examples/tasks/count-words")]
@@ -143,8 +145,9 @@ def test_13_bench_killed_mid_way_finishes_only_the_missing_trials(serve, tmp_pat
             assert bench.poll() is None, "the bench ended before it could be killed"
             assert time.monotonic() < deadline, "no trial finished"
             time.sleep(0.05)
-        bench.kill()  # SIGKILL: no cleanup of its own; its running trials die with it
-        bench.wait(30)
+        # SIGKILL: the bench does nothing more, its running trials die with it; SIGTERM: it stops them and waits
+        bench.send_signal(stop)
+        assert bench.wait(90) == (130 if stop == signal.SIGTERM else -signal.SIGKILL)
     finally:
         bench.kill()
     deadline = time.monotonic() + 60

@@ -98,9 +98,9 @@ def run_bench(
     try:
         settings = per_protocol_settings(ctx, params)
         tasks = find_tasks(task_dirs)
+        connect()  # an unreachable daemon is one clear error now, not a failed build for every task
         out = out or paths.state_dir() / "bench" / time.strftime("%Y%m%dT%H%M%S")
         write_plan(out, tasks, attempts, trial_options(settings))
-        connect()  # an unreachable daemon is one clear error now, not a failed build for every task
     except OcReplError as exc:
         sys.exit(report_error(exc))
     trials = plan_trials(tasks, list(settings), attempts)

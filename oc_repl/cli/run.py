@@ -64,5 +64,7 @@ def run_task(settings: RunSettings, instruction: str, attempts: int = 1) -> int:
 
         silence_stdout()
     if not settings.json_output:
+        if attempts > 1:
+            sys.stderr.write(f"attempt {result.attempt} of at most {attempts}: {result.status}\n")
         sys.stderr.write(f"transcript: {transcript.path}  (replay: oc-repl show {transcript.path})\n")
     return result.exit_code
