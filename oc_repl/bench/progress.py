@@ -74,6 +74,7 @@ class Progress:
 
     def end(self) -> None:
         if self.live is not None:
+            self.refresh([], force=True)  # the last state, not the one before the last trial ended
             self.live.stop()
             self.live = None
 

@@ -39,10 +39,11 @@ def _pct(value: float) -> str:
 
 def protocol_table(summary: Summary) -> Table:
     ks = pass_columns(summary)
-    table = Table(title="per protocol", title_justify="left")
-    for name in ("protocol", "tasks", "trials", "resolved", *(f"pass@{k}" for k in ks), "mean turns"):
-        table.add_column(name, justify="left" if name == "protocol" else "right")
-    for name in ("parse errors/turn", "salvaged calls", "tokens in/out per trial", "wall time per trial", "wall total"):
+    table = Table(title="per protocol (turns, tokens and wall time: means per trial)", title_justify="left")
+    table.add_column("protocol", no_wrap=True)  # narrower columns wrap their headers instead
+    for name in ("tasks", "trials", "resolved", *(f"pass@{k}" for k in ks), "mean turns"):
+        table.add_column(name, justify="right")
+    for name in ("parse err/turn", "salvaged calls", "tokens in/out", "wall/trial", "wall total"):
         table.add_column(name, justify="right")
     for p in summary.protocols:
         table.add_row(
