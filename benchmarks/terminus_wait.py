@@ -1,14 +1,17 @@
 """Completion detection vs upstream's full sleeps: an episode of 20 quick commands, each with duration 1.0.
 
-Both runs use the same scripted replies, the same directory and a local tmux terminal; the observations the model
-would read must be equal. Goal: detection >= 10x faster.
-Run: python benchmarks/terminus_wait.py [--commands 20]
+Both runs use the same scripted replies, the same directory and a local terminal (tmux, or the pty with
+`--terminal pty`); the observations the model would read must be equal. Goal: detection >= 10x faster.
+The pane's shell starts with an empty HOME, so that the figures measure the waiting, not the hooks of the user's
+own shell start-up files (a prompt hook that runs a program after every command); `--user-home` keeps them.
+Run: python benchmarks/terminus_wait.py [--commands 20] [--terminal tmux|pty] [--user-home]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -54,12 +57,18 @@ def episode(n: int, wait: str, work: Path) -> tuple[float, list[str]]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--commands", type=int, default=20)
-    n = parser.parse_args().commands
+    parser.add_argument("--terminal", choices=["tmux", "pty"], default="tmux")
+    parser.add_argument("--user-home", action="store_true")
+    args = parser.parse_args()
+    n = args.commands
+    os.environ["OC_REPL_TERMINAL"] = args.terminal
     with tempfile.TemporaryDirectory() as tmp:
+        if not args.user_home:
+            os.environ["HOME"] = tmp
         work = Path(tmp) / "w"
         detect_s, detect_obs = episode(n, "detect", work)
         exact_s, exact_obs = episode(n, "exact", work)
-    print(f"{n} commands, duration 1.0 each")
+    print(f"{n} commands, duration 1.0 each, {args.terminal}")
     print(f"--wait exact    {exact_s:7.2f} s")
     print(f"--wait detect   {detect_s:7.2f} s")
     print(f"speed-up        {exact_s / detect_s:7.1f}x   (goal >= 10x)")

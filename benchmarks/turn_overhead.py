@@ -1,7 +1,13 @@
-"""Per-turn client overhead: a full oc-repl turn (request, parse, one `shell_exec` of `true`, events, transcript)
-against the bare parts measured in the same run (one HTTP round trip to the same server + one `bash -c true`).
+"""Per-turn overhead against the bare parts measured in the same run, plain and streamed, against an instant server.
 
-The server answers instantly, so everything above the bare parts is oc-repl's own cost. Goal: <= 5 ms.
+- client: `ChatClient.complete()` with one turn of history vs one bare httpx round trip with the same body (for
+  streams, the same streamed request read to its end);
+- whole turn: request, parse, one `shell_exec` of `true`, events, transcript (the agent loop) vs the bare round
+  trip + one `bash -c true`.
+
+Everything above the bare parts is oc-repl's own cost. Each figure is wall time per turn and, beside it, the CPU
+time of this process per turn (less disturbed by other load on the machine; it includes the loopback server's
+threads, which do the same work for both sides). Goal: whole-turn overhead <= 5 ms.
 Run: python benchmarks/turn_overhead.py [--turns 200]
 """
 
@@ -13,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -28,54 +35,83 @@ from oc_repl.types import Task  # noqa: E402
 from tests.fakeserver import FakeServer, call_text  # noqa: E402
 
 CALL = {"text": call_text("shell_exec", {"id": "s1", "command": "true", "block": True, "timeout": None})}
+Cost = tuple[float, float]  # (wall, cpu) seconds per turn
 
 
-def bare_parts(url: str, body: dict, turns: int) -> float:
+def timed(turns: int, body: Callable[[], None]) -> Cost:
+    wall, cpu = time.perf_counter(), time.process_time()
+    body()
+    return (time.perf_counter() - wall) / turns, (time.process_time() - cpu) / turns
+
+
+def bare(url: str, body: dict, turns: int, stream: bool, command: bool) -> Cost:
     import httpx
 
-    with httpx.Client() as http:
-        http.post(f"{url}/chat/completions", json=body)
-        start = time.perf_counter()
+    if stream:
+        body = {**body, "stream": True, "stream_options": {"include_usage": True}}
+
+    def loop() -> None:
         for _ in range(turns):
-            http.post(f"{url}/chat/completions", json=body).json()
-            subprocess.run(["bash", "-c", "true"], check=True)
-        return (time.perf_counter() - start) / turns
+            with http.stream("POST", f"{url}/chat/completions", json=body) as response:
+                for _line in response.iter_lines():
+                    pass
+            if command:
+                subprocess.run(["bash", "-c", "true"], check=True)
+
+    with httpx.Client() as http:
+        http.post(f"{url}/chat/completions", json=body).read()
+        return timed(turns, loop)
 
 
-def oc_repl_turns(url: str, turns: int, stream: bool, work: Path) -> float:
+def client_only(url: str, body: dict, turns: int, stream: bool) -> Cost:
+    client = ChatClient(url, "EMPTY", "qwen3-8b-oc", stream=stream, retries=0)
+    options = {k: v for k, v in body.items() if k not in ("model", "messages")}
+    client.complete(body["messages"], options)
+    cost = timed(turns, lambda: [client.complete(body["messages"], options, lambda k, t: None) for _ in range(turns)])
+    client.close()
+    return cost
+
+
+def whole_turns(url: str, turns: int, stream: bool, work: Path) -> Cost:
     client = ChatClient(url, "EMPTY", "qwen3-8b-oc", stream=stream, retries=0)
     protocol = create("camel-terminal-toolkit")
     sandbox = LocalSandbox(work)
     transcript = TranscriptWriter(work / "t.jsonl")
     emit = Fanout(transcript, JsonlRenderer(io.StringIO()))
     agent = Agent(client, protocol, sandbox, emit, max_turns=turns, loop_limit=0, sampling={"max_tokens": 4096})
-    start = time.perf_counter()
-    outcome = agent.run(Task("bench", "run true"))
-    elapsed = time.perf_counter() - start
-    assert outcome.status == "turn_cap", outcome
+    outcome = []
+    cost = timed(turns, lambda: outcome.append(agent.run(Task("bench", "run true"))))
+    assert outcome[0].status == "turn_cap", outcome
     protocol.close()
     sandbox.close()
     transcript.close()
-    return elapsed / turns
+    return cost
+
+
+def row(name: str, cost: Cost, base: Cost | None = None) -> str:
+    text = f"{name:44s} {cost[0] * 1000:7.2f} ms/turn wall {cost[1] * 1000:7.2f} cpu"
+    if base is not None:
+        text += f"   overhead {(cost[0] - base[0]) * 1000:+6.2f} wall {(cost[1] - base[1]) * 1000:+6.2f} cpu"
+    return text
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=200)
     turns = parser.parse_args().turns
+    lines = []
     with FakeServer({"replies": [CALL], "cycle": True}).start() as server, tempfile.TemporaryDirectory() as tmp:
-        oc_repl_turns(server.url, 5, False, Path(tmp))  # warm-up: imports, connection
+        whole_turns(server.url, 5, False, Path(tmp))  # warm-up: imports, connection
         body = server.chat_requests()[-1]["body"]  # the same request oc-repl sends (one turn of history)
-        bare = bare_parts(server.url, body, turns)
-        plain = oc_repl_turns(server.url, turns, False, Path(tmp))
-        streamed = oc_repl_turns(server.url, turns, True, Path(tmp))
-    print(f"bare HTTP round trip + bash -c true   {bare * 1000:7.2f} ms/turn")
-    for name, value in (("oc-repl turn, not streamed", plain), ("oc-repl turn, streamed", streamed)):
-        print(
-            f"{name:36s} {value * 1000:7.2f} ms/turn   overhead {(value - bare) * 1000:+6.2f} ms"
-            f"   ratio {value / bare:.2f}x"
-        )
-    print("goal: overhead <= 5 ms per turn; history grows each turn, so late turns carry more JSON")
+        for stream, name in ((False, "not streamed"), (True, "streamed")):
+            base = bare(server.url, body, turns, stream, command=False)
+            lines += [row(f"bare round trip, {name}", base)]
+            lines += [row(f"  ChatClient.complete, {name}", client_only(server.url, body, turns, stream), base)]
+            base = bare(server.url, body, turns, stream, command=True)
+            lines += [row(f"bare round trip + bash -c true, {name}", base)]
+            lines += [row(f"  oc-repl whole turn, {name}", whole_turns(server.url, turns, stream, Path(tmp)), base)]
+    print("\n".join(lines))
+    print("goal: whole-turn overhead <= 5 ms; history grows each turn, so late turns carry more JSON")
 
 
 if __name__ == "__main__":

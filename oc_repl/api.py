@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from oc_repl.config import RunSettings, validate
+from oc_repl.config import FIELDS, RunSettings, validate
 from oc_repl.errors import OcReplError, UsageError
 from oc_repl.events import parse_event
 from oc_repl.outcome import Status
@@ -41,10 +41,19 @@ __all__ = ["RunProcess", "Settings", "TaskDir", "TaskResult", "iter_events", "lo
 STOPS_ATTEMPTS = frozenset({Status.USAGE, Status.BUILD_ERROR, Status.INTERRUPTED, Status.INTERNAL_ERROR})
 
 
+def explicit(settings: RunSettings) -> dict[str, Any]:
+    """The values of `settings` that were given (by a flag, the environment, a file) or differ from the defaults:
+    a `Settings(...)` built in Python names what it sets only by its values."""
+    return {
+        name: getattr(settings, name)
+        for name, spec in FIELDS.items()
+        if name in settings.given or getattr(settings, name) != spec.default
+    }
+
+
 def _with_task(settings: RunSettings | None, task: TaskDir | Path | str | None) -> RunSettings:
     """The settings validated as the command line validates them, with the task dir set when one is given."""
-    settings = settings or RunSettings()
-    values = {key: getattr(settings, key) for key in settings.model_fields_set}
+    values = explicit(settings or RunSettings())
     if task is not None:
         values["task"] = task.path if isinstance(task, TaskDir) else Path(task)
     return validate(values)
@@ -82,7 +91,7 @@ def run_attempts(
         if result.status is Status.VERIFIED or result.status in STOPS_ATTEMPTS or session.terminated:
             break
         if settings.task is not None and settings.image is None:
-            settings = settings.model_copy(update={"image": image_tag(load_task(settings.task))})
+            settings = settings.replace(image=image_tag(load_task(settings.task)))
     return result
 
 
@@ -119,7 +128,7 @@ def settings_args(settings: RunSettings) -> list[str]:
 
     from oc_repl.cli import run as run_command
 
-    values = {k: getattr(settings, k) for k in settings.model_fields_set - _UNFORWARDED}
+    values = {k: v for k, v in explicit(settings).items() if k not in _UNFORWARDED}
     args: list[str] = []
     for param in run_command.params:
         value = values.get(param.name or "")

@@ -1,16 +1,20 @@
 """Settings: flags > environment > config file (with profiles) > defaults.
 
 click resolves flags and their environment variables (an option left unset stays None); the file's values fill
-in under whatever click found, the model's defaults under those, and pydantic validates the merged result.
+in under whatever click found, the defaults under those, and `validate` checks the merged result once.
+
+Settings are a plain dataclass checked by the few rules below (types, ranges, choices): they are validated on every
+run before its first request, and building a pydantic model for them cost more start-up time than the rest of a run's
+imports together.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing import Any
 
 from oc_repl import paths
 from oc_repl.errors import UsageError
@@ -24,44 +28,59 @@ SAMPLING_PRESETS: dict[str, dict[str, float | int]] = {
 }
 
 
-class RunSettings(BaseModel):
-    """Everything a run needs, validated once after click merged flags, env and file."""
+def _choice(default: str, *choices: str) -> Any:
+    return field(default=default, metadata={"choices": (default, *choices)})
 
-    model_config = ConfigDict(extra="forbid")
+
+def _number(default: float | None, **bounds: float) -> Any:
+    return field(default=default, metadata=bounds)
+
+
+@dataclass(kw_only=True)
+class RunSettings:
+    """Everything a run needs, checked once after click merged flags, env and file (see `validate`)."""
 
     api_base: str = DEFAULT_API_BASE
-    api_key: str = Field(default="EMPTY", repr=False)
+    api_key: str = field(default="EMPTY", repr=False)
     model: str | None = None
     protocol: str = "camel-terminal-toolkit"
-    history: Literal["training", "camel-0.2.85", "full"] = "training"
+    history: str = _choice("training", "camel-0.2.85", "full")
     sandbox: str = "local:."
+    confine: bool = True  # local: bubblewrap around every command (host read-only, no network)
+    network: bool = False  # local: the network for a confined sandbox
     workdir: str | None = None
     docker_network: str | None = None
     keep: bool = False
     task: Path | None = None
     image: str | None = None
-    observation_limit: int | None = Field(default=None, ge=0)
-    wait: Literal["detect", "exact"] = "detect"
-    relative_paths: Literal["workdir", "root"] = "workdir"
+    observation_limit: int | None = _number(None, ge=0)
+    wait: str = _choice("detect", "exact")
+    relative_paths: str = _choice("workdir", "root")
     system: str | None = None
-    max_turns: int = Field(default=12, ge=1)
-    loop_limit: int = Field(default=3, ge=0)
-    sampling: Literal["default", "training"] = "default"
-    temperature: float | None = Field(default=None, ge=0)
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    max_tokens: int | None = Field(default=None, ge=1)
+    max_turns: int = _number(12, ge=1)
+    loop_limit: int = _number(3, ge=0)
+    sampling: str = _choice("default", "training")
+    temperature: float | None = _number(None, ge=0)
+    top_p: float | None = _number(None, gt=0, le=1)
+    max_tokens: int | None = _number(None, ge=1)
     stream: bool = True
-    retries: int = Field(default=3, ge=0)
-    idle_timeout: float = Field(default=120.0, gt=0)
+    retries: int = _number(3, ge=0)
+    idle_timeout: float = _number(120.0, gt=0)
+    request_timeout: float = _number(600.0, gt=0)  # an unstreamed reply, whole, per attempt
     verify: str | None = None
     verify_file: Path | None = None
-    verify_timeout: float = Field(default=600.0, gt=0)
-    timeout: float | None = Field(default=None, ge=0)  # seconds for the agent (the verifier has its own)
+    verify_timeout: float = _number(600.0, gt=0)
+    timeout: float | None = _number(None, ge=0)  # seconds for the agent (the verifier has its own)
     task_name: str | None = None
     transcript: Path | None = None
     json_output: bool = False
     yes: bool = False
     exact: bool = False
+    # the names given by a flag, the environment or a file (not defaults): --exact refuses the conflicting ones
+    given: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+
+    def replace(self, **changes: Any) -> RunSettings:
+        return dataclasses.replace(self, **changes)
 
     def with_exact(self) -> RunSettings:
         """The settings `--exact` runs with: every documented deviation from upstream turned off.
@@ -72,19 +91,19 @@ class RunSettings(BaseModel):
         if not self.exact:
             return self
         wanted = dict(EXACT)
-        if self.protocol_kind() == "camel" and "max_turns" not in self.model_fields_set:
+        if self.protocol_kind() == "camel" and "max_turns" not in self.given:
             wanted["max_turns"] = CAMEL_TRAINING_TURNS
         conflicts = [
             f"--{key.replace('_', '-')} {getattr(self, key)}"
             for key, value in {**wanted, **EXACT_FORBIDS}.items()
-            if key in self.model_fields_set and getattr(self, key) != value and getattr(self, key) is not None
+            if key in self.given and getattr(self, key) != value and getattr(self, key) is not None
         ]
         if conflicts:
             raise UsageError(
                 f"--exact runs exactly as upstream, which rules out {', '.join(conflicts)}",
                 hint="drop those options, or drop --exact",
             )
-        return self.model_copy(update=wanted)
+        return self.replace(**wanted)
 
     def protocol_kind(self) -> str:
         from oc_repl.protocols import manifests
@@ -126,7 +145,8 @@ def check_sandbox_spec(spec: str) -> None:
         )
 
 
-FILE_KEYS = set(RunSettings.model_fields) - {"json_output", "yes", "transcript", "task", "image", "keep"}
+FIELDS = {f.name: f for f in dataclasses.fields(RunSettings) if f.name != "given"}
+FILE_KEYS = set(FIELDS) - {"json_output", "yes", "transcript", "task", "image", "keep"}
 
 
 def config_path() -> Path:
@@ -162,12 +182,45 @@ def load_file(path: Path | None, profile: str | None) -> dict[str, Any]:
     return values
 
 
+def _checked(name: str, value: Any) -> Any:
+    """A value of the field's type (ints pass for floats, strings for paths), within its range and choices."""
+    declared = str(RunSettings.__dataclass_fields__[name].type)
+    rules = FIELDS[name].metadata
+    if value is None and ("None" in declared):
+        return None
+    kind = declared.split(" |")[0]
+    if kind == "Path" and isinstance(value, str | Path):
+        value = Path(value)
+    elif kind == "float" and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    expected = {"str": str, "bool": bool, "int": int, "float": float, "Path": Path}[kind]
+    if not isinstance(value, expected) or (kind == "int" and isinstance(value, bool)):
+        raise ValueError(f"expected {kind}, got {value!r}")
+    if "choices" in rules and value not in rules["choices"]:
+        raise ValueError(f"expected one of {', '.join(rules['choices'])}, got {value!r}")
+    bounds = {"ge": (">=", lambda v, b: v >= b), "gt": (">", lambda v, b: v > b), "le": ("<=", lambda v, b: v <= b)}
+    for rule, (sign, holds) in bounds.items():
+        if rule in rules and not holds(value, rules[rule]):
+            raise ValueError(f"must be {sign} {rules[rule]}, got {value!r}")
+    return value
+
+
 def validate(values: dict[str, Any]) -> RunSettings:
-    try:
-        settings = RunSettings(**values)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise UsageError(f"invalid settings: {problems}") from exc
+    problems, checked = [], {}
+    for name, value in values.items():
+        if name not in FIELDS:
+            problems.append(f"{name}: unknown setting")
+            continue
+        try:
+            checked[name] = _checked(name, value)
+        except ValueError as exc:
+            problems.append(f"{name}: {exc}")
+    if problems:
+        raise UsageError(f"invalid settings: {'; '.join(problems)}")
+    settings = RunSettings(**checked, given=frozenset(checked))
+    from oc_repl.client.api_base import check_api_base
+
+    check_api_base(settings.api_base)  # a usage error before anything starts, not a connection retried later
     check_sandbox_spec(settings.sandbox)
     if settings.verify_file is not None:
         try:

@@ -53,6 +53,12 @@ class SandboxLost(SandboxError):
     kind = "sandbox_lost"
 
 
+class ConfinementUnavailable(SandboxError):
+    """bubblewrap is missing or cannot confine a local sandbox here."""
+
+    kind = "confinement"
+
+
 class BuildError(SandboxError):
     """A task's image could not be built."""
 

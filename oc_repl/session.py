@@ -15,7 +15,7 @@ from oc_repl import events as ev
 from oc_repl import signals
 from oc_repl.agent import Agent, Outcome
 from oc_repl.config import RunSettings
-from oc_repl.errors import Deadline, OcReplError, SandboxError, Terminated, UsageError
+from oc_repl.errors import ConfinementUnavailable, Deadline, OcReplError, SandboxError, Terminated, UsageError
 from oc_repl.outcome import VERIFIABLE, Status, exit_code, final
 from oc_repl.tasks.verify import Verifier
 from oc_repl.types import AgentProtocol, Approve, Sandbox, Task, allow_all
@@ -58,14 +58,31 @@ def ask_consent(question: str) -> bool:
 
 
 def _consent(settings: RunSettings) -> None:
+    """Nothing the model chooses runs on this host without a yes: --yes, or one typed at a terminal."""
     if not settings.sandbox.startswith("local:") or settings.yes:
         return
     where = settings.sandbox.removeprefix("local:")
-    if sys.stdin.isatty() and ask_consent(f"Let the model run commands on this host in {where}?"):
+    how = "confined to it (the rest of the host read-only, no network)" if settings.confine else "UNCONFINED"
+    if sys.stdin.isatty() and ask_consent(f"Let the model run commands on this host in {where}, {how}?"):
         return
     raise UsageError(
         f"refusing to run model-chosen commands on this host ({settings.sandbox}) without consent",
-        hint="pass --yes, or use a container sandbox (docker:<name>)",
+        hint="pass --yes, or use a container sandbox (docker:<name>, docker-image:<image>)",
+    )
+
+
+def _unconfined_consent(settings: RunSettings, why: str) -> None:
+    """bubblewrap cannot confine commands here: running them unconfined is the user's choice, never a default."""
+    where = settings.sandbox.removeprefix("local:")
+    question = (
+        f"bubblewrap cannot confine commands here ({why}). Let the model run them UNCONFINED on this host in {where}?"
+    )
+    if not settings.yes and sys.stdin.isatty() and ask_consent(question):
+        return
+    raise UsageError(
+        f"local: cannot be confined here: {why}",
+        hint="install bubblewrap (apt-get install bubblewrap), use a container sandbox, or pass --no-confine to run "
+        "the model's commands unconfined on this host",
     )
 
 
@@ -74,7 +91,7 @@ def _sandbox_options(settings: RunSettings) -> dict[str, Any]:
         return {"workdir": settings.workdir, "network": settings.docker_network, "keep": settings.keep}
     if settings.sandbox.startswith("docker:"):
         return {"workdir": settings.workdir}
-    return {}
+    return {"confine": settings.confine, "network": settings.network}
 
 
 def command_verifier(settings: RunSettings) -> Verifier | None:
@@ -114,6 +131,7 @@ class Session:
             stream=settings.stream,
             retries=settings.retries,
             idle_timeout=settings.idle_timeout,
+            request_timeout=settings.request_timeout,
             on_retry=self._on_retry,
         )
         self.protocol: AgentProtocol | None = None
@@ -142,7 +160,12 @@ class Session:
         from oc_repl.sandbox import open_sandbox
 
         _consent(self.settings)
-        return open_sandbox(self.settings.sandbox, **_sandbox_options(self.settings))
+        try:
+            return open_sandbox(self.settings.sandbox, **_sandbox_options(self.settings))
+        except ConfinementUnavailable as exc:
+            _unconfined_consent(self.settings, exc.message)
+            self.settings = self.settings.replace(confine=False)
+            return open_sandbox(self.settings.sandbox, **_sandbox_options(self.settings))
 
     def open_protocol(self) -> AgentProtocol:
         if self.protocol is None:

@@ -14,6 +14,20 @@ from tests.fakeserver import FakeServer
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _plain_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The commands and terminals tests start read none of the start-up files of whoever runs the suite: a
+    ~/.bashrc hook (pyenv's, say) would print into observations, and a confined sandbox cannot write that HOME."""
+    os.environ.setdefault("OC_REPL_CACHE", str(Path.home() / ".cache" / "oc-repl-tests"))
+    old = os.environ.get("HOME")
+    os.environ["HOME"] = str(tmp_path_factory.mktemp("home"))
+    yield
+    if old is None:
+        os.environ.pop("HOME", None)
+    else:
+        os.environ["HOME"] = old
+
+
 @pytest.fixture
 def serve() -> Iterator:
     """Start scripted loopback servers; all are stopped at the end of the test."""

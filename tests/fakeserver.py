@@ -7,12 +7,14 @@ and sends the result in the wire shapes of reference/wire-formats.md, streamed o
      "reasoning_parser": False, "reasoning_field": "reasoning_content", "model": "qwen3-8b-oc",
      "cycle": False, "chunk_chars": 5, "strict": False, "replies": [REPLY, ...]}
 
-REPLY = {"text": model text} plus any of: max_tokens_cut, finish_reason, http_error + body,
+REPLY = {"text": model text} plus any of: max_tokens_cut, finish_reason, http_error + body (+ headers),
 stream_error, stall, keepalive / empty_deltas (a stall of that many seconds that still sends `: ping`
-comments / chunks with empty deltas), disconnect, drop_stream (200, then the socket closes with no data),
-usage (fields to override), omit_usage, raw_stream / raw_body (chunks / a body sent exactly as
-given), delay. Run `python -m tests.fakeserver SCRIPT.json
-[--requests-log F] [--port-file F]` to serve until killed.
+comments / chunks with empty deltas; unstreamed, keepalive sends spaces before the body), disconnect,
+reset (the socket is reset mid-stream), drop_stream (200, then the socket closes with no data), usage
+(fields to override), omit_usage, raw_stream / raw_body (chunks / a body sent exactly as given; bytes go
+out byte for byte), delay. The script's `models_body` replaces the answer to GET /models. Each recorded
+request carries `received` (the server's time.perf_counter() on arrival) and `client_port`.
+Run `python -m tests.fakeserver SCRIPT.json [--requests-log F] [--port-file F]` to serve until killed.
 
 Many conversations at once (bench trials, each its own process): `"routes": [ROUTE, ...]` picks the replies of a
 request by what it holds, statelessly, so concurrent conversations never consume each other's replies.
@@ -34,6 +36,7 @@ import re
 import secrets
 import signal
 import socket
+import struct
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -249,9 +252,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.fake._connections.discard(self.connection)
         super().finish()
 
-    def _json(self, status: int, payload: Any, cut: bool = False) -> None:
-        data = json.dumps(payload).encode()
+    def _json(self, status: int, payload: Any, cut: bool = False, headers: dict[str, str] | None = None) -> None:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -260,23 +265,42 @@ class _Handler(BaseHTTPRequestHandler):
             data = data[: len(data) // 2]
         self.wfile.write(data)
 
+    def _trickled_json(self, payload: Any, seconds: float) -> None:
+        """200 at once, then a space every 0.1 s (JSON allows leading whitespace) before the body: bytes keep
+        coming, so no read timeout fires, yet the answer takes `seconds` to arrive."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        end = time.monotonic() + seconds
+        try:
+            while time.monotonic() < end:
+                self._chunk(b" ")
+                if self.server.fake._stopping.wait(0.1):
+                    return
+            self._chunk(json.dumps(payload).encode())
+            self._chunk(b"")
+        except OSError:  # the client gave up and closed its end
+            self.close_connection = True
+
     def do_GET(self) -> None:
         fake = self.server.fake
-        fake._record("GET", self.path, None, self.headers)
+        fake._record("GET", self.path, None, self.headers, time.perf_counter(), self.client_address[1])
         if self.path.rstrip("/").endswith("/models"):
             model = fake.script.get("model", "qwen3-8b-oc")
-            self._json(200, {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "fake"}]})
+            listed = {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "fake"}]}
+            self._json(200, fake.script.get("models_body", listed))
         else:
             self._json(404, _error_body(404, f"no route {self.path}"))
 
     def do_POST(self) -> None:
-        fake = self.server.fake
+        fake, received = self.server.fake, time.perf_counter()
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         try:
             body = json.loads(raw or b"{}")
         except ValueError:
             body = None
-        fake._record("POST", self.path, body, self.headers)
+        fake._record("POST", self.path, body, self.headers, received, self.client_address[1])
         if not self.path.rstrip("/").endswith("/chat/completions"):
             return self._json(404, _error_body(404, f"no route {self.path}"))
         if not isinstance(body, dict):
@@ -289,7 +313,8 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         if "http_error" in reply:
             status = reply["http_error"]
-            return self._json(status, reply.get("body") or _error_body(status, "Internal server error"))
+            body = reply.get("body") or _error_body(status, "Internal server error")
+            return self._json(status, body, headers=reply.get("headers"))
         if "raw_body" in reply and not stream:
             return self._json(200, reply["raw_body"])
         if script.get("strict") and (why := _strict_failure(flavour, body)):
@@ -302,6 +327,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not stream:
             choice = {"index": 0, "message": full_message(script, out), "finish_reason": out["finish"]}
             payload = {**envelope, "object": "chat.completion", "choices": [choice], "usage": usage}
+            if reply.get("keepalive"):
+                return self._trickled_json(payload, reply["keepalive"])
             return self._json(200, payload, cut=bool(reply.get("disconnect")))
         self._stream(script, reply, body, out, usage, envelope)
         return None
@@ -333,13 +360,18 @@ class _Handler(BaseHTTPRequestHandler):
         events.append("[DONE]")
         try:
             for n, event in enumerate(events):
-                self._chunk(f"data: {event if isinstance(event, str) else json.dumps(event)}\n\n".encode())
+                data = event if isinstance(event, (str, bytes)) else json.dumps(event)
+                self._chunk(data if isinstance(data, bytes) else f"data: {data}\n\n".encode())  # bytes: raw SSE
                 if n == 0 and reply.get("stall") and stopping.wait(reply["stall"]):
                     return
                 if n == 0 and self._trickle(reply, envelope):
                     return
                 if reply.get("disconnect") and n == min(3, len(events) - 2):
                     self.close_connection = True  # no terminating chunk: the body is cut mid-way
+                    return
+                if reply.get("reset") and n == min(3, len(events) - 2):
+                    self.close_connection = True  # a reset, not a close: the client reads ECONNRESET
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     return
             self._chunk(b"")
         except OSError:  # the client gave up (idle timeout) and closed its end
@@ -478,11 +510,13 @@ class FakeServer:
             return replies[turn]
         return replies[-1] if replies and self.script.get("cycle") else None
 
-    def _record(self, method: str, path: str, body: Any, headers: Any) -> None:
+    def _record(self, method: str, path: str, body: Any, headers: Any, received: float, port: int) -> None:
         entry = {
             "method": method,
             "path": path,
             "body": body,
+            "received": received,
+            "client_port": port,  # one port for several requests: the client reused its connection
             "headers": {k.lower(): v for k, v in headers.items() if k.lower() != "authorization"},
         }
         with self._lock:

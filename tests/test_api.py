@@ -105,7 +105,7 @@ def test_13_4_settings_reach_a_child_as_the_same_flags(tmp_path):
     import click
 
     from oc_repl import Settings
-    from oc_repl.api import settings_args
+    from oc_repl.api import explicit, settings_args
     from oc_repl.cli import run as run_command
     from oc_repl.config import validate
 
@@ -125,7 +125,8 @@ def test_13_4_settings_reach_a_child_as_the_same_flags(tmp_path):
     ctx = run_command.make_context("run", [*args, "x"])
     parsed = {k: v for k, v in ctx.params.items() if v is not None and k not in ("instruction", "attempts")}
     again = validate(parsed)
-    fields = given.model_fields_set - {"api_key"}
+    fields = set(explicit(given)) - {"api_key"}
+    assert {"api_base", "protocol", "max_turns", "stream", "temperature", "timeout", "workdir", "verify"} <= fields
     assert {k: getattr(again, k) for k in fields} == {k: getattr(given, k) for k in fields}
     with pytest.raises(click.exceptions.NoSuchOption):
         run_command.make_context("run", ["--no-such-flag"])

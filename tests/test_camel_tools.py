@@ -184,7 +184,16 @@ def test_close_sessions_kills_them(tools: CamelTerminalTools):
 # --- files --------------------------------------------------------------------------------------------------------
 
 
-def test_file_write_relative_and_absolute_with_missing_parents(tools: CamelTerminalTools, tmp_path: Path):
+@pytest.fixture
+def unconfined(tmp_path: Path):
+    """A sandbox that may write anywhere its user can, as an unconfined local: does (confined ones refuse)."""
+    box = LocalSandbox(tmp_path / "box", confine=False)
+    yield box
+    box.close()
+
+
+def test_file_write_relative_and_absolute_with_missing_parents(unconfined: LocalSandbox, tmp_path: Path):
+    tools = builtin_tools(unconfined)
     result = tools.call("shell_write_content_to_file", {"content": "print('hi')\n", "file_path": "src/pkg/a.py"})
     assert (result.status, result.text, result.created) == (
         "completed",
@@ -200,7 +209,8 @@ def test_file_write_relative_and_absolute_with_missing_parents(tools: CamelTermi
     assert not again.created and target.read_text() == "x"
 
 
-def test_relative_paths_against_root_like_upstream(sandbox: LocalSandbox):
+def test_relative_paths_against_root_like_upstream(unconfined: LocalSandbox):
+    sandbox = unconfined
     toolbox = builtin_tools(sandbox, relative_paths="root")
     unique = f"oc-repl-test-{uuid.uuid4().hex[:8]}"
     try:

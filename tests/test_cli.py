@@ -246,3 +246,13 @@ def test_sigint_mid_command_exits_130_and_kills_the_command(serve, tmp_path):
     events = [parse_event(line) for line in transcript.read_text().splitlines()]
     assert events[-1].type == "thread.completed" and events[-1].status == "interrupted"
     assert not subprocess.run(["pgrep", "-f", marker], capture_output=True).stdout
+
+
+def test_12_a_one_shot_run_imports_only_what_it_needs(serve, tmp_path):
+    """The path from `oc-repl run` to its answer loads no validation library, docker SDK, shell or terminal emulator."""
+    server = serve({"replies": [answer("ok")]})
+    argv = [sys.executable, "-X", "importtime", "-m", "oc_repl", *base_args(server, tmp_path / "w", "hi")]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=cli_env(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    loaded = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines() if "import time:" in line}
+    assert loaded.isdisjoint({"pydantic", "docker", "prompt_toolkit", "yaml", "pyte", "openai"}), loaded

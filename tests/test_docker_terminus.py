@@ -1,4 +1,5 @@
-"""terminus-json / terminus-xml in containers: tmux inside the sandbox, the example tasks, --verify and --task."""
+"""terminus-json / terminus-xml in containers: tmux inside the sandbox, the example tasks, --verify and --task; the
+pty terminal where a container has no tmux; and the terminals' promises (test_pty_terminal.py) held in a container."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from typing import Any
 import pytest
 
 from oc_repl.events import parse_event
-from tests.conftest import ROOT, run_cli
+from oc_repl.protocols.terminus import TerminusJson
+from oc_repl.sandbox.pty_terminal import PtyTerminal
+from tests.conftest import ROOT, cli_env, run_cli
 from tests.test_docker import IMAGE, docker_session
+from tests.test_pty_terminal import check_dashes_and_long_keys, check_typed_ahead, opened, play
 from tests.test_terminus_cli import js, xml
 
 TASKS = ROOT / "examples" / "tasks"
@@ -20,6 +24,15 @@ pytestmark = pytest.mark.docker
 @pytest.fixture(scope="module")
 def docker_client() -> Iterator[Any]:
     yield from docker_session()
+
+
+@pytest.fixture
+def container(docker_client) -> Iterator[Any]:
+    from oc_repl.sandbox.docker import DockerImageSandbox
+
+    box = DockerImageSandbox.from_spec(IMAGE)
+    yield box
+    box.close()
 
 
 def solution_keys(task: str) -> str:
@@ -101,3 +114,42 @@ def test_interrupt_parse_error_and_double_completion_in_a_container(serve, tmp_p
     assert users[3].startswith("Previous response had parsing errors:\nERROR: No valid JSON found in response")
     assert "task_complete" in users[4]  # the confirmation question after the first claim
     assert json.loads(proc.stdout.splitlines()[-1])["turns"] == 5
+
+
+# --- the pty terminal, and the terminals' promises, in a container ---------------------------------------------
+
+
+def test_a_terminus_episode_on_a_pty_in_a_container(serve, tmp_path, docker_client):
+    keys = 'echo "tmux=[$TMUX]"; echo made > /tmp/made.txt\n'
+    server = serve({"replies": [js([(keys, 1.0)], complete=True), js([], complete=True)]})
+    args = ["run", "--api-base", server.url, "--retries", "0", "--json", "--protocol", "terminus-json"]
+    args += ["--sandbox", f"docker-image:{IMAGE}", "--verify", "grep -qx made /tmp/made.txt", "make the file"]
+    proc = run_cli(args, tmp_path, timeout=120, env={**cli_env(tmp_path), "OC_REPL_TERMINAL": "pty"})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1])["status"] == "verified"
+    messages = server.chat_requests()[-1]["body"]["messages"]
+    first, observation = messages[0]["content"], messages[-1]["content"]
+    assert "Current Terminal Screen:\nroot@" in first and ":/# \n" not in first  # prompt trimmed like tmux
+    assert "\ntmux=[]\n" in observation  # the image has tmux, and yet no tmux ran: the override holds
+
+
+def test_a_container_without_tmux_gets_the_pty(container, monkeypatch):
+    monkeypatch.delenv("OC_REPL_TERMINAL", raising=False)
+    assert container.exec("mv /usr/bin/tmux /usr/bin/tmux.hidden", timeout=30).exit_code == 0
+    protocol = TerminusJson()
+    terminal = protocol._terminal_for(container)
+    assert isinstance(terminal, PtyTerminal)
+    assert "\nhello from /dev/pts/" in play(terminal, [("echo hello from $(tty)\n", 1.0)])
+    assert "^C" in play(terminal, [("sleep 100\n", 0.5), ("C-c", 2.0)]) and terminal.probe().idle
+    protocol.close()
+
+
+@pytest.mark.parametrize("kind", ["tmux", "pty"])
+def test_9_4_typed_ahead_commands_show_what_full_sleeps_show_in_a_container(kind, container):
+    check_typed_ahead(kind, container, "/tmp")
+
+
+@pytest.mark.parametrize("kind", ["tmux", "pty"])
+def test_10_18_and_10_5d_every_keystroke_string_is_typed_in_a_container(kind, container):
+    with opened(kind, container, "/tmp") as terminal:
+        check_dashes_and_long_keys(terminal)

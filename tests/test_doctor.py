@@ -39,7 +39,9 @@ def test_parser_on(serve, tmp_path):
     code, report = doctor_json(server, tmp_path)
     assert code == 0 and report["exit_code"] == 0
     by = checks(report)
-    assert [c["name"] for c in report["checks"]] == ["server", "chat", "tool calls", "reasoning", "context", "speed"]
+    server_checks = ["server", "chat", "tool calls", "reasoning", "context", "speed"]
+    assert [c["name"] for c in report["checks"]] == [*server_checks, "local sandbox"]
+    assert by["local sandbox"]["status"] == "ok"  # bubblewrap confines local: sandboxes on this machine
     assert by["server"]["status"] == "ok" and by["server"]["data"]["models"] == ["qwen3-8b-oc"]
     assert report["model"] == "qwen3-8b-oc"
     assert by["chat"]["status"] == "ok" and by["chat"]["data"]["content"] == "ready"
@@ -118,7 +120,8 @@ def test_server_down(tmp_path):
     assert "cannot serve the default protocol" in proc.stdout
 
     report = json.loads(doctor(f"http://127.0.0.1:{port}/v1", tmp_path, "--json").stdout)
-    assert report["exit_code"] == 1 and [(c["name"], c["status"]) for c in report["checks"]] == [("server", "fail")]
+    statuses = [(c["name"], c["status"]) for c in report["checks"]]
+    assert report["exit_code"] == 1 and statuses == [("server", "fail"), ("local sandbox", "ok")]
 
 
 def test_vllm_without_auto_tool_choice_fails(serve, tmp_path):
@@ -159,7 +162,8 @@ def test_no_call_is_a_warning(serve, tmp_path):
 def test_chat_failure_stops_the_probes(serve, tmp_path):
     server = serve({"flavour": "sglang", "replies": [{"http_error": 500}]})
     code, report = doctor_json(server, tmp_path)
-    assert code == 1 and [(c["name"], c["status"]) for c in report["checks"]] == [("server", "ok"), ("chat", "fail")]
+    statuses = [(c["name"], c["status"]) for c in report["checks"]]
+    assert code == 1 and statuses == [("server", "ok"), ("chat", "fail"), ("local sandbox", "ok")]
     assert "HTTP 500" in report["checks"][1]["finding"]
 
 

@@ -252,3 +252,55 @@ def test_10_20_the_agents_time_is_bounded_by_timeout(serve, tmp_path):
     assert time.monotonic() - started < 30
     assert events_of(transcript)[-1].status == "agent_timeout"
     assert not subprocess.run(["pgrep", "-f", marker], capture_output=True).stdout
+
+
+@pytest.mark.timeout(30)  # before the fix, ten thousand open tags took tens of seconds to parse
+def test_10_5a_deep_nesting_and_runs_of_open_tags_parse_at_once():
+    from oc_repl.protocols import terminus_parse as tp
+    from oc_repl.protocols.templates import Templates
+
+    json_m = Templates.load("terminus-json", "messages.toml", tp.JSON_SPEC)
+    xml_m = Templates.load("terminus-xml", "messages.toml", tp.XML_SPEC)
+    for text in ('{"analysis": ' + "[" * 1000 + "}", "[" * 10000, '{"a": ' * 5000, "{" * 10000):
+        assert tp.parse_json(text, json_m).error
+    for opener in ("<analysis>", "<task_complete>", "<keystrokes duration='1'>"):
+        assert tp.parse_xml("<response><commands>" + opener * 10000 + "</response>", xml_m) is not None
+
+
+def test_10_5a_the_plain_scans_find_what_upstreams_expressions_find():
+    import random
+    import re
+
+    from oc_repl.protocols.terminus_xml import _first_block, _keystrokes
+
+    rng = random.Random(7)
+    pieces = ["<keystrokes", ">", "</keystrokes>", "a", " duration='1'", "<plan>", "</plan>", "\n", "<"]
+    for _ in range(5000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert _keystrokes(text) == re.findall(r"<keystrokes([^>]*)>(.*?)</keystrokes>", text, re.DOTALL)
+        found = re.search("<plan>(.*?)</plan>", text, re.DOTALL)
+        assert _first_block(text, "<plan>", "</plan>") == (found.group(1) if found else None)
+
+
+@pytest.mark.parametrize("protocol", ["camel-terminal-toolkit", "terminus-json", "terminus-json-pty"])
+def test_10_2_a_lone_surrogate_from_the_model_runs_and_is_recorded(serve, tmp_path, protocol, monkeypatch):
+    env = cli_env(tmp_path)
+    if protocol == "terminus-json-pty":
+        protocol, env["OC_REPL_TERMINAL"] = "terminus-json", "pty"
+    if protocol == "camel-terminal-toolkit":
+        replies = [call("shell_exec", id="s", command="echo \ud800 done", block=True, timeout=None), answer("ok")]
+    else:
+        done = {"analysis": "a", "plan": "p", "commands": [], "task_complete": True}
+        keys = {"analysis": "a", "plan": "p", "commands": [{"keystrokes": "echo \ud800 done\n", "duration": 0.5}]}
+        replies = [{"text": json.dumps(keys)}, {"text": json.dumps(done)}, {"text": json.dumps(done)}]
+    server = serve({"replies": replies})
+    transcript = tmp_path / "t.jsonl"
+    args = base_args(server, tmp_path / "w", "--protocol", protocol, "--transcript", str(transcript), "go")
+    run = run_cli(args, tmp_path, env=env)
+    assert run.returncode == 0, run.stderr
+    events = events_of(transcript)
+    assert events[-1].type == "thread.completed" and events[-1].status == "done"
+    outputs = [
+        e.item.aggregated_output for e in events if e.type == "item.completed" and e.item.type == "command_execution"
+    ]
+    assert any("done" in output for output in outputs)

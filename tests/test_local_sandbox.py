@@ -10,15 +10,20 @@ from pathlib import Path
 import pytest
 
 from oc_repl.errors import SandboxError, UsageError
-from oc_repl.sandbox import open_sandbox
+from oc_repl.sandbox import confine, open_sandbox
 from oc_repl.sandbox.capture import CappedBuffer, gap_marker
 from oc_repl.sandbox.local import LocalSandbox
 from oc_repl.sandbox.text import terminal_text
 
+CONFINE_OK, CONFINE_REASON = confine.check()
+needs_bwrap = pytest.mark.skipif(not CONFINE_OK, reason=f"no confinement here: {CONFINE_REASON}")
+# Everything that holds whether or not a sandbox is confined is tested both ways.
+MODES = [pytest.param(True, id="confined", marks=needs_bwrap), pytest.param(False, id="unconfined")]
 
-@pytest.fixture
-def sandbox(tmp_path: Path):
-    box = LocalSandbox(tmp_path / "box")
+
+@pytest.fixture(params=MODES)
+def sandbox(tmp_path: Path, request: pytest.FixtureRequest):
+    box = LocalSandbox(tmp_path / "box", confine=request.param)
     yield box
     box.close()
 
@@ -216,17 +221,51 @@ def test_kill_and_close_stop_sessions_and_their_jobs(sandbox: LocalSandbox):
     assert gone(other_nap)
 
 
+def test_10_12a_a_daemon_that_left_its_session_does_not_outlive_close(sandbox: LocalSandbox):
+    nap, double = unique_sleep(), unique_sleep()
+    started = sandbox.exec(f"setsid sleep {nap} >/dev/null 2>&1 & (setsid sh -c 'sleep {double} &' &); echo ok", 10)
+    assert started.output == b"ok\n"
+    deadline = time.monotonic() + 10
+    while not (processes_with(nap) and processes_with(double)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert processes_with(nap) and processes_with(double)
+    sandbox.close()
+    assert gone(nap, within=10) and gone(double, within=10)
+
+
+def test_10_21_a_300_kb_command_runs_and_ordinary_ones_stay_bash_c(sandbox: LocalSandbox):
+    result = sandbox.exec("echo " + "x" * 300_000 + " | wc -c; foo", timeout=30)
+    assert result.output == b"300001\nbash: line 1: foo: command not found\n" and result.exit_code == 127
+    assert sandbox.exec("foo", timeout=10).output == b"bash: line 1: foo: command not found\n"
+    assert sandbox.exec("if then", timeout=10).output.startswith(b"bash: -c: line 1: syntax error")
+    # the long command's plumbing is not left open to what it runs
+    fds = "ls /proc/self/fd | sort -n | tr '\\n' ' '"
+    assert sandbox.exec(f": {'#' * 100_000}\n{fds}", timeout=30).output == sandbox.exec(fds, timeout=10).output
+
+
 # --- files and specs ----------------------------------------------------------------------------------------------
 
 
-def test_files_relative_to_root_and_absolute(sandbox: LocalSandbox, tmp_path: Path):
+def test_files_relative_to_root_and_absolute(sandbox: LocalSandbox):
     sandbox.write_file("a/b/c.txt", b"rel")
     assert (sandbox.root / "a/b/c.txt").read_bytes() == b"rel"
-    sandbox.write_file(str(tmp_path / "abs/d.txt"), b"abs")
-    assert (tmp_path / "abs/d.txt").read_bytes() == b"abs"
+    sandbox.write_file(str(sandbox.root / "abs/d.txt"), b"abs")
+    assert sandbox.exec("cat abs/d.txt", timeout=10).output == b"abs"
     assert sandbox.read_file("a/b/c.txt") == b"rel"
     with pytest.raises(SandboxError):
         sandbox.read_file("missing.txt")
+
+
+def test_unconfined_files_go_wherever_a_command_could_write(tmp_path: Path):
+    box = LocalSandbox(tmp_path / "box", confine=False)
+    try:
+        box.write_file("../elsewhere/e.txt", b"up")
+        box.write_file(str(tmp_path / "abs/d.txt"), b"abs")
+        box.put(tmp_path / "abs", str(tmp_path / "copy"))
+    finally:
+        box.close()
+    assert (tmp_path / "elsewhere/e.txt").read_bytes() == b"up"
+    assert (tmp_path / "copy/d.txt").read_bytes() == b"abs"
 
 
 def test_put_copies_directories_and_files(sandbox: LocalSandbox, tmp_path: Path):
@@ -243,7 +282,7 @@ def test_put_copies_directories_and_files(sandbox: LocalSandbox, tmp_path: Path)
 
 
 def test_open_sandbox_specs(tmp_path: Path):
-    box = open_sandbox(f"local:{tmp_path / 'new'}")
+    box = open_sandbox(f"local:{tmp_path / 'new'}", confine=False)
     try:
         assert isinstance(box, LocalSandbox) and (tmp_path / "new").is_dir()
         assert box.spec == f"local:{tmp_path / 'new'}" and box.workdir == str(tmp_path / "new")
@@ -259,7 +298,7 @@ def test_commands_do_not_see_the_clients_secrets(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("HF_TOKEN", "hf-secret-value")
     monkeypatch.setenv("OC_REPL_VISIBLE_CHECK", "x")
     monkeypatch.setenv("PLAIN_SETTING", "kept")
-    box = LocalSandbox(tmp_path)
+    box = LocalSandbox(tmp_path, confine=CONFINE_OK)
     try:
         out = box.exec("env", timeout=10).output.decode()
     finally:

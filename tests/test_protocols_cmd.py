@@ -173,13 +173,9 @@ def _no_temp_files(folder: Path) -> None:
 
 
 def test_sync_terminus_templates_from_the_package_index(serve, tmp_path):
-    proc = oc(tmp_path, "protocols", "sync", "--only", "terminus", timeout=300)
-    if proc.returncode != 0 and "could not download" in proc.stdout:
-        reason = f"terminal-bench could not be downloaded: {proc.stdout.splitlines()[0]}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason + "; CI=true, so this test may not be skipped", pytrace=False)
-        pytest.skip(reason)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    from tests.test_terminus_exact import _sync
+
+    _sync(tmp_path)
     stored = {key: sha((upstream(tmp_path) / key).read_bytes()) for key in TERMINUS_SHA256}
     assert stored == TERMINUS_SHA256
     _no_temp_files(upstream(tmp_path))

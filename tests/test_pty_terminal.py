@@ -1,12 +1,13 @@
-"""PtyTerminal, the terminal for sandboxes without tmux, held against tmux itself on real shells.
+"""PtyTerminal, the terminal for sandboxes without tmux, held against tmux itself on real shells; and what both
+terminals promise: keys of any kind and length typed, and no wait that ends before the shell has read its keys.
 
 The same keystrokes go through TmuxTerminal and PtyTerminal and the model's observations must match; key names are
-checked byte for byte against what `tmux send-keys` writes; a terminus episode runs on a pty in a container.
+checked byte for byte against what `tmux send-keys` writes. The same in a container: test_docker_terminus.py.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import re
 import shlex
 import shutil
@@ -15,22 +16,27 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from oc_repl.errors import UsageError
 from oc_repl.protocols.terminus import TerminusJson
+from oc_repl.sandbox.keys import deliverable, key_bytes
 from oc_repl.sandbox.local import LocalSandbox
-from oc_repl.sandbox.pty_terminal import PtyTerminal, key_bytes
-from oc_repl.sandbox.terminal import Terminal, TmuxTerminal, _at_prompt
-from tests.conftest import cli_env, run_cli
-from tests.test_docker import IMAGE, docker_session
-from tests.test_terminus_cli import js
+from oc_repl.sandbox.pty_terminal import PtyTerminal
+from oc_repl.sandbox.terminal import Terminal, TmuxTerminal, _at_prompt, private_socket
+from oc_repl.types import Sandbox
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 Step = list[tuple[str, float]]
+
+
+def observed(terminal) -> str:
+    """An observation with the markers protocols.md quotes, as the terminus protocols word it."""
+    kind, text = terminal.observe()
+    return ("New Terminal Output:\n" if kind == "new" else "Current Terminal Screen:\n") + text
 
 
 @pytest.fixture
@@ -49,20 +55,32 @@ def pty(box: LocalSandbox) -> Iterator[PtyTerminal]:
 
 @pytest.fixture
 def tmux(box: LocalSandbox) -> Iterator[TmuxTerminal]:
-    socket = f"oc-repl-test-{uuid.uuid4().hex[:8]}"
-    terminal = TmuxTerminal(box, cwd=box.workdir, socket=socket)
+    terminal = TmuxTerminal(box, cwd=box.workdir, socket=private_socket())
     yield terminal
     terminal.close()
-    subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
 
 
-def play(terminal: Terminal, step: Step) -> str:
+@contextmanager
+def opened(kind: str, box: Sandbox, cwd: str, upstream_keys: bool = False) -> Iterator[Terminal]:
+    """A terminal of either kind, as the protocol opens it: a private tmux server locally, tmux's own in a container."""
+    if kind == "pty":
+        terminal: Terminal = PtyTerminal(box, cwd=cwd, upstream_keys=upstream_keys)
+    else:
+        socket = private_socket() if box.spec.startswith("local:") else None
+        terminal = TmuxTerminal(box, cwd=cwd, socket=socket, upstream_keys=upstream_keys)
+    try:
+        yield terminal
+    finally:
+        terminal.close()
+
+
+def play(terminal: Terminal, step: Step, exact: bool = False) -> str:
     """What the protocol does with one reply: each command's keys and wait, then one observation."""
     for keys, duration in step:
         started = time.monotonic()
         terminal.send_keys(keys)
-        terminal.wait(duration, started)
-    return terminal.incremental_output()
+        terminal.wait(duration, started, exact=exact)
+    return observed(terminal)
 
 
 # Each step with a pattern its observation must match, so two equally broken terminals cannot pass.
@@ -201,13 +219,13 @@ def test_literal_text_runs_and_a_trailing_semicolon_is_dropped(pty):
 @pytest.mark.parametrize("kind", [pytest.param("tmux", marks=needs_tmux), "pty"])
 def test_the_wait_ends_once_the_shell_is_back_at_its_prompt(kind, request):
     terminal: Terminal = request.getfixturevalue(kind)
-    terminal.incremental_output()
+    observed(terminal)
     started = time.monotonic()
     terminal.send_keys("sleep 1\n")
     terminal.wait(5.0, started)
     assert 0.9 <= time.monotonic() - started < 3.0
     # `read` is a builtin: the shell sleeps in it with no child, owning the terminal, yet it is not done
-    terminal.incremental_output()
+    observed(terminal)
     started = time.monotonic()
     seen = play(terminal, [("read -t 2 x; echo DONE-42\n", 3.0)])
     assert "\nDONE-42\n" in seen and time.monotonic() - started >= 1.9
@@ -236,7 +254,7 @@ def test_an_ended_shell_ends_the_terminal(pty):
 
 @needs_tmux
 def test_tmux_when_the_sandbox_has_it_else_the_pty_and_the_override(box, tmp_path, monkeypatch):
-    def opened() -> Terminal:
+    def chosen() -> Terminal:
         protocol = TerminusJson()
         try:
             return protocol._terminal_for(box)
@@ -244,58 +262,125 @@ def test_tmux_when_the_sandbox_has_it_else_the_pty_and_the_override(box, tmp_pat
             protocol.close()
 
     monkeypatch.delenv("OC_REPL_TERMINAL", raising=False)
-    assert isinstance(opened(), TmuxTerminal)
+    assert isinstance(chosen(), TmuxTerminal)
     monkeypatch.setenv("OC_REPL_TERMINAL", "pty")
-    assert isinstance(opened(), PtyTerminal)
+    assert isinstance(chosen(), PtyTerminal)
     monkeypatch.setenv("OC_REPL_TERMINAL", "screen")
     with pytest.raises(UsageError):
-        opened()
+        chosen()
     # a PATH without tmux, as in a sandbox that lacks it
-    bin_dir = tmp_path / "bin"
+    bin_dir = box.root / "bin"  # inside the sandbox directory: a confined sandbox sees the host's /tmp as its own
     bin_dir.mkdir()
     for tool in filter(shutil.which, ("bash", "cat", "rm", "stty", "tput")):
         (bin_dir / tool).symlink_to(shutil.which(tool))
     monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.setenv("OC_REPL_TERMINAL", "auto")
-    assert isinstance(opened(), PtyTerminal)
+    assert isinstance(chosen(), PtyTerminal)
 
 
-# --- in a container -------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def docker_client() -> Iterator[Any]:
-    yield from docker_session()
-
-
-@pytest.mark.docker
-def test_a_terminus_episode_on_a_pty_in_a_container(serve, tmp_path, docker_client):
-    keys = 'echo "tmux=[$TMUX]"; echo made > /tmp/made.txt\n'
-    server = serve({"replies": [js([(keys, 1.0)], complete=True), js([], complete=True)]})
-    args = ["run", "--api-base", server.url, "--retries", "0", "--json", "--protocol", "terminus-json"]
-    args += ["--sandbox", f"docker-image:{IMAGE}", "--verify", "grep -qx made /tmp/made.txt", "make the file"]
-    proc = run_cli(args, tmp_path, timeout=120, env={**cli_env(tmp_path), "OC_REPL_TERMINAL": "pty"})
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout.splitlines()[-1])["status"] == "verified"
-    messages = server.chat_requests()[-1]["body"]["messages"]
-    first, observation = messages[0]["content"], messages[-1]["content"]
-    assert "Current Terminal Screen:\nroot@" in first and ":/# \n" not in first  # prompt trimmed like tmux
-    assert "\ntmux=[]\n" in observation  # the image has tmux, and yet no tmux ran: the override holds
-
-
-@pytest.mark.docker
-def test_a_container_without_tmux_gets_the_pty(docker_client, monkeypatch):
-    from oc_repl.sandbox.docker import DockerImageSandbox
-
+@needs_tmux
+def test_10_13_a_local_tmux_server_has_a_socket_of_its_own_removed_at_close(box, monkeypatch):
     monkeypatch.delenv("OC_REPL_TERMINAL", raising=False)
-    box = DockerImageSandbox.from_spec(IMAGE)
-    try:
-        assert box.exec("mv /usr/bin/tmux /usr/bin/tmux.hidden", timeout=30).exit_code == 0
-        protocol = TerminusJson()
+    protocol = TerminusJson()
+    sockets = []
+
+    def inside(command: str) -> int:  # the socket is where the sandbox's commands see it (a confined /tmp is private)
+        return box.exec(command, timeout=30).exit_code
+
+    for _ in range(2):  # the same protocol object twice: a name made from it would come back
         terminal = protocol._terminal_for(box)
-        assert isinstance(terminal, PtyTerminal)
-        assert "\nhello from /dev/pts/" in play(terminal, [("echo hello from $(tty)\n", 1.0)])
-        assert "^C" in play(terminal, [("sleep 100\n", 0.5), ("C-c", 2.0)]) and terminal.probe().idle
+        assert isinstance(terminal, TmuxTerminal) and terminal._socket_path
+        sockets.append(shlex.quote(terminal._socket_path))
+        assert inside(f"test -S {sockets[-1]}") == 0
         protocol.close()
-    finally:
-        box.close()
+        assert inside(f"test -e {sockets[-1]}") != 0
+    assert sockets[0] != sockets[1]
+    assert inside(f"tmux -S {sockets[0]} has-session") != 0
+
+
+# --- 9.4: the wait never ends before the shell has read its keys --------------------------------------------------
+
+# A shell that looks idle before it reads what was typed: each prompt is `slow$ ` printed by PROMPT_COMMAND, which
+# then sleeps a second in a builtin (no child, its own group in the foreground, the cursor after a prompt) before
+# readline reads the keys; `stty -echo` keeps the keys off the screen until then. Keys typed meanwhile are typed ahead.
+SLOW_PROMPT = (
+    "mkfifo slow.$$; exec 9<>slow.$$; rm slow.$$; stty -echo; PS1=''; "
+    "PROMPT_COMMAND='printf \"slow\\$ \"; read -t 1 -u 9'\n"
+)
+TYPED_AHEAD: list[Step] = [
+    [("echo a\n", 3.0), ("echo b\n", 3.0)],  # two commands in one reply, each typed while the shell is busy
+    [("echo c\n", -1), ("echo d\n", 3.0)],  # no wait: the second keys follow the first before either is read
+]
+
+
+def typed_ahead(terminal: Terminal, exact: bool) -> list[str]:
+    play(terminal, [(SLOW_PROMPT, 5.0)])
+    return [play(terminal, step, exact=exact) for step in TYPED_AHEAD]
+
+
+def check_typed_ahead(kind: str, box: Sandbox, cwd: str) -> None:
+    """The observations equal those of full sleeps (upstream's), which show every command run."""
+    seen = {}
+    for exact in (True, False):
+        with opened(kind, box, cwd) as terminal:
+            seen[exact] = typed_ahead(terminal, exact)
+    assert "\na\nslow$\nb\nslow$\n" in seen[True][0] and "\nc\nslow$\nd\nslow$\n" in seen[True][1]
+    assert seen[False] == seen[True]
+
+
+@pytest.mark.parametrize("kind", [pytest.param("tmux", marks=needs_tmux), "pty"])
+def test_9_4_typed_ahead_commands_show_what_full_sleeps_show(kind, box):
+    check_typed_ahead(kind, box, box.workdir)
+
+
+def test_9_4_only_keys_the_shell_can_read_are_waited_for():
+    assert deliverable(b"echo hi\n") == 8
+    assert deliverable(b"sleep 9\x03") == 0 and deliverable(b"x\x03ls\r") == 3  # ^C drops the unread input
+    assert deliverable(b"\x13a\x11") == 1  # ^S ^Q: flow control takes them
+
+
+# --- 10.18 and 10.5d: keys starting with `-`, and keys longer than tmux's client can carry ---------------------------
+
+DASHES: Step = [("-1\n", 1.0), ("--help\n", 1.0), ("-", 0.2), ("\n", 1.0), ("echo x\0y\n", 1.0)]
+# `;` and `\;` wherever tmux's pieces end: only the end of the whole string follows tmux's rule for a trailing `;`
+PAYLOAD = ";\\;" * 8000
+HEREDOC = "".join(f"{i};\\;'\"$x`{i} ;\n" for i in range(12000))  # 230 KB, past exec's 128 KiB argument limit
+
+
+def check_dashes_and_long_keys(terminal: Terminal) -> None:
+    observed(terminal)
+    seen = play(terminal, DASHES)
+    for typed in ("-1", "--help", "-"):
+        assert f"# {typed}\n-bash: {typed}: command not found\n" in seen
+    assert "\nxy\n" in seen  # NUL, which no argument can carry, goes as its key (readline's set-mark)
+    line = f"printf %s '{PAYLOAD}' | sha256sum; echo ';;'\\;"  # 24 KB, ending in `\;`: typed as `;`
+    seen = play(terminal, [(line, 0.5), ("Enter", 10.0)])
+    assert f"\n{hashlib.sha256(PAYLOAD.encode()).hexdigest()}  -\n;;\n" in seen
+    seen = play(terminal, [(f"cat > big.txt <<'EOF'\n{HEREDOC}EOF\nsha256sum big.txt\n", 30.0)])
+    assert f"\n{hashlib.sha256(HEREDOC.encode()).hexdigest()}  big.txt\n" in seen
+
+
+@pytest.mark.parametrize("kind", [pytest.param("tmux", marks=needs_tmux), "pty"])
+def test_10_18_and_10_5d_every_keystroke_string_is_typed(kind, box):
+    with opened(kind, box, box.workdir) as terminal:
+        check_dashes_and_long_keys(terminal)
+
+
+# Upstream's call types nothing for these: flags to tmux, or too long for its client (16,344 bytes fit).
+REJECTED = ["-1\n", "--help\n", "--", "-l x\n", "a\0b\n", "x" * 16345, "y" * 200_000]
+FITS = f"echo {'z' * (16344 - 14)} | wc -c\n"
+
+
+@pytest.mark.parametrize("kind", [pytest.param("tmux", marks=needs_tmux), "pty"])
+def test_10_18_upstream_keys_type_nothing_that_upstreams_tmux_rejects(kind, box):
+    with opened(kind, box, box.workdir, upstream_keys=True) as terminal:
+        observed(terminal)
+        screen = terminal.capture()
+        play(terminal, [(keys, 0.3) for keys in REJECTED])
+        assert terminal.capture() == screen
+        # 16,344 bytes are typed and run; a byte more is not typed at all: the prompt stays the last line
+        seen = play(terminal, [(FITS, 2.0), (FITS.replace("echo ", "echo z"), 0.5)])
+        assert seen.rstrip("\n").endswith(" | wc -c\n16331\n" + screen.split("\n")[0])
+        assert "-bash: -: command not found" in play(terminal, [("-", 0.2), ("\n", 1.0)])
+        play(terminal, [("-R", 0.3)])  # the one flag upstream's keys can give that changes something: a reset
+        assert terminal.capture() == "\n" * 40

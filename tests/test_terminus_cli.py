@@ -9,6 +9,8 @@ import subprocess
 import pytest
 
 from oc_repl.events import parse_event
+from oc_repl.protocols.templates import Templates
+from oc_repl.protocols.terminus_parse import JSON_SPEC
 from tests.conftest import cli_env, run_cli
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
@@ -96,11 +98,10 @@ def test_parse_error_turn_then_a_good_one(serve, tmp_path):
     proc = run_cli(terminus(server, tmp_path / "w", "terminus-json", "list"), tmp_path)
     assert proc.returncode == 0, proc.stderr
     feedback = user_messages(server)[1]
-    assert feedback == (
-        "Previous response had parsing errors:\nERROR: No valid JSON found in response\n"
-        "WARNINGS: - No valid JSON object found\n\n"
-        "Please fix these issues and provide a proper JSON response."
-    )
+    m = Templates.load("terminus-json", "messages.toml", JSON_SPEC)
+    warning = "- " + m.render("json.warn.no_json_object")
+    error_and_warnings = m.render("feedback.error_and_warnings", error=m.render("json.error.no_json"), warning=warning)
+    assert feedback == m.render("prompt.parse_error", feedback=error_and_warnings)
     events = [parse_event(line) for line in proc.stdout.splitlines()]
     assert [e.item.type for e in events if e.type == "item.completed"].count("parse_error") == 1
 
@@ -178,3 +179,24 @@ def test_the_local_pane_ignores_the_users_tmux_config_and_shell(serve, tmp_path)
     proc = run_cli(terminus(server, tmp_path / "w", "terminus-json", "look"), tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "\n-bash\n40\non\n" in user_messages(server)[1]
+
+
+def test_9_4_typed_ahead_replies_show_what_an_exact_wait_shows(serve, tmp_path):
+    from tests.test_pty_terminal import SLOW_PROMPT  # a prompt that looks idle a second before the shell reads
+
+    two = {"analysis": "a", "plan": "p", "commands": [{"keystrokes": f"echo {x}\n", "duration": 3.0} for x in "ab"]}
+    replies = [
+        js([(SLOW_PROMPT, 5.0)]),
+        {"text": "```json\n" + json.dumps(two) + "\n```"},  # fenced: the observation comes with warnings
+        js([("echo c\n", -1), ("echo d\n", 3.0)]),
+        js([], True),
+        js([], True),
+    ]
+    seen = {}
+    for wait in ("exact", "detect"):
+        server = serve({"replies": replies})
+        proc = run_cli(terminus(server, tmp_path / "w", "terminus-json", "--wait", wait, "go"), tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        seen[wait] = user_messages(server)
+    assert "\na\nslow$\nb\nslow$\n" in seen["exact"][2] and "\nc\nslow$\nd\nslow$\n" in seen["exact"][3]
+    assert seen["detect"] == seen["exact"]

@@ -43,6 +43,12 @@ SHORT = "New Terminal Output:\n\nroot@box:/app# ls\nfile\nroot@box:/app#\n\n"
 LONG = "New Terminal Output:\n" + "line ✓ 0123456789 €\n" * 1000  # over 10 000 bytes: cut, and cut again
 
 
+def observed(terminal) -> str:
+    """An observation with the markers protocols.md quotes, as the terminus protocols word it."""
+    kind, text = terminal.observe()
+    return ("New Terminal Output:\n" if kind == "new" else "Current Terminal Screen:\n") + text
+
+
 @pytest.fixture(scope="module")
 def wheel() -> Path:
     return tb.wheel()
@@ -273,7 +279,7 @@ def test_differential_observations(up: Upstream) -> None:
         shown = []
         for capture in captures:
             terminal.now = capture
-            shown.append(terminal.incremental_output())
+            shown.append(observed(terminal))
         assert shown == up.observe(captures)
 
 

@@ -100,8 +100,12 @@ class ScriptedTerminal(Terminal):
     def wait(self, duration: float, started: float, exact: bool = False) -> None:
         self.sent[-1] = (self.sent[-1][0], duration)
 
-    def incremental_output(self) -> str:
-        return self.screens.pop(0)
+    def observe(self) -> tuple[str, str]:
+        shown = self.screens.pop(0)
+        new = "New Terminal Output:\n"  # the markers protocols.md quotes
+        if shown.startswith(new):
+            return "new", shown[len(new) :]
+        return "screen", shown.removeprefix("Current Terminal Screen:\n")
 
     def probe(self) -> Probe:
         return Probe(idle=True, screen="")  # at its prompt: only loop detection asks, and upstream has none

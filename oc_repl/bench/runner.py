@@ -182,7 +182,7 @@ class Bench:
         except BuildError as exc:
             self._record(trial, _build_failed(trial, exc))
             return
-        settings = self.settings[trial.protocol].model_copy(update={"task": trial.task.path})
+        settings = self.settings[trial.protocol].replace(task=trial.task.path)
         stderr = (directory / STDERR).open("wb")
         process = RunProcess(settings, transcript=directory / TRANSCRIPT, image=image, stderr=stderr)
         os.set_blocking(process.fileno(), False)

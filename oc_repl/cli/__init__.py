@@ -44,6 +44,13 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             "--sandbox",
             help="Where commands run: local:<dir> (default local:.), docker:<container>, docker-image:<image>.",
         ),
+        click.option(
+            "--confine/--no-confine",
+            default=None,
+            help="local: run the model's commands in bubblewrap: the host read-only, the sandbox directory and a "
+            "private /tmp writable, no network (default on).",
+        ),
+        click.option("--network", is_flag=True, default=None, help="local: let confined commands use the network."),
         click.option("--workdir", help="Working directory in a docker sandbox (default /workspace, as trained)."),
         click.option("--docker-network", help="Network of a created container (default: none without a bridge)."),
         click.option("--keep", is_flag=True, default=None, help="Keep a created container and print its name."),
@@ -65,6 +72,11 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--stream/--no-stream", default=None, help="Stream replies (default on)."),
         click.option("--retries", type=int, help="Retries for server faults (default 3)."),
         click.option("--idle-timeout", type=float, help="Seconds a stream may stall before it is retried (120)."),
+        click.option(
+            "--request-timeout",
+            type=float,
+            help="Seconds an unstreamed reply may take, whole, before it is retried (600).",
+        ),
         click.option("--verify", help="Command run in the sandbox after the agent; exit 0 = success."),
         click.option(
             "--verify-file",

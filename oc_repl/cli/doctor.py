@@ -49,11 +49,12 @@ def doctor(json_output: bool, timeout: float, **params: Any) -> None:
 
 
 def _print(report: Any) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
+    from oc_repl.render.human import make_console
+
+    console = make_console(stderr=False)
     table = Table(title=f"oc-repl doctor: {report.api_base}" + (f" ({report.model})" if report.model else ""))
     table.add_column("check", no_wrap=True)
     table.add_column("status", no_wrap=True)

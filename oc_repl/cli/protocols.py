@@ -133,7 +133,6 @@ def plain_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
 
 
 def _rich_table(rows: list[tuple[str, ...]]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(*HEADER, title="protocols (assets: user > upstream > built-in)")
@@ -142,7 +141,9 @@ def _rich_table(rows: list[tuple[str, ...]]) -> None:
         if row[0] and table.row_count:
             table.add_section()
         table.add_row(*row[:5], f"[{styles.get(row[5], '')}]{row[5]}[/]" if row[5] in styles else row[5])
-    Console().print(table)
+    from oc_repl.render.human import make_console
+
+    make_console(stderr=False).print(table)
 
 
 @protocols.command("list")

@@ -83,7 +83,7 @@ class Shell:
         # Without --yes a local sandbox asks before every command; consent is then given one command at a time.
         self.consented = settings.yes
         self.approval = self._default_approval(settings.sandbox)
-        settings = settings.model_copy(update={"yes": True})
+        settings = settings.replace(yes=True)
         self.session = Session(settings, Fanout(self.transcript, self.renderer, self.status), self._approve)
         self.prompt = self._prompt_session()
         self.asker: PromptSession = PromptSession()  # approval answers stay out of the input history
@@ -292,7 +292,7 @@ class Shell:
         self.renderer.show_reasoning = arg == "show"
 
     def _update(self, **changes: Any) -> None:
-        self.session.settings = self.settings.model_copy(update=changes)
+        self.session.settings = self.settings.replace(**changes)
 
 
 def run_shell(settings: RunSettings) -> int:

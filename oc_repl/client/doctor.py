@@ -67,6 +67,22 @@ class Report:
         }
 
 
+def local_confinement() -> Check:
+    """Whether `local:` sandboxes can be confined here (they refuse --yes without --no-confine otherwise)."""
+    from oc_repl.sandbox.confine import check
+
+    ok, why = check()
+    if ok:
+        return Check("local sandbox", "ok", why)
+    return Check(
+        "local sandbox",
+        "warn",
+        f"local: sandboxes cannot be confined here: {why}. They ask before running unconfined, and refuse --yes "
+        "without --no-confine.",
+        "Install bubblewrap (apt-get install bubblewrap), or use a container sandbox (docker-image:<image>).",
+    )
+
+
 class _Stop(Exception):
     """A probe failed in a way that makes the later probes meaningless."""
 
@@ -99,6 +115,7 @@ class Doctor:
             self.report.blocking = True
         finally:
             self.http.close()
+        self.report.checks.append(local_confinement())
         return self.report
 
     def _fail(self, name: str, finding: str, fix: str) -> NoReturn:

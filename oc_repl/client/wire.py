@@ -1,4 +1,4 @@
-"""Pure functions over chat wire data: history clean-up, stream accumulation, think routing, salvage.
+"""Pure functions over chat wire data: history clean-up, stream accumulation, salvage, the normalised reply.
 
 Nothing here touches the network or imports the SDK, so every rule about server shapes
 (reference/wire-formats.md) can be exercised directly and cheaply.
@@ -7,41 +7,79 @@ Nothing here touches the network or imports the SDK, so every rule about server 
 from __future__ import annotations
 
 import json
+import os
 import re
-import secrets
-from collections.abc import Callable
 from typing import Any
 
+from oc_repl.client.think import split_think
 from oc_repl.types import Reply, ToolCall, Usage
 
-THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 _CALL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 
-Delta = Callable[[str, str], None]
+
+# Far below the interpreter's recursion limit (1000), so whatever was read can be written out again from anywhere in
+# the program (transcript, events); far above any real reply (tool arguments nest two or three levels).
+MAX_DEPTH = 100
+
+
+class TooDeep(ValueError):
+    """JSON nested deeper than MAX_DEPTH: what a model stuck repeating `[` writes."""
+
+
+def loads(text: str) -> Any:
+    """json.loads for untrusted text: deep nesting is a ValueError (TooDeep), never a RecursionError."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise TooDeep(f"JSON nested deeper than {MAX_DEPTH} levels") from None
+    if isinstance(value, (dict, list)) and text.count("[") + text.count("{") > MAX_DEPTH:
+        _check_depth(value)  # only a text with that many brackets can nest that deep
+    return value
+
+
+def _check_depth(value: Any) -> None:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise TooDeep(f"JSON nested deeper than {MAX_DEPTH} levels")
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
 
 
 def new_call_id() -> str:
-    return "call_" + secrets.token_hex(12)
+    return "call_" + os.urandom(12).hex()  # what secrets.token_hex does, without importing hmac and random
 
 
 # --- history ---------------------------------------------------------------------------------------
 
 
-def _history_arguments(arguments: Any) -> str:
+def _history_arguments(arguments: Any, memo: dict[str, str] | None) -> Any:
     """Arguments as a JSON object string; anything that is not one becomes "{}".
 
     Servers parse history arguments before templating (sglang answers 500 on invalid JSON) and the
     Qwen3 template renders an object, so a cut or garbled string cannot go back verbatim. A string
-    that already holds an object is kept byte for byte.
+    that already holds an object is kept byte for byte (the very object, so callers can tell by identity).
+    `memo` remembers the answer per string, so a long conversation is not parsed again every turn.
     """
-    if isinstance(arguments, str) and _is_json_object(arguments):
-        return arguments
+    if not isinstance(arguments, str):
+        return _reencoded(arguments)
+    known = memo.get(arguments) if memo is not None else None
+    if known is None:
+        known = arguments if _is_json_object(arguments) else _reencoded(arguments)
+        if memo is not None:
+            memo[arguments] = known
+    return known
+
+
+def _reencoded(arguments: Any) -> str:
     parsed = parse_arguments(arguments)
     return json.dumps(parsed if parsed is not None else {}, ensure_ascii=False)
 
 
-def normalise_history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def normalise_history(messages: list[dict[str, Any]], memo: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Copies only the assistant messages that need fixing; the caller's list is never mutated."""
     out = messages
     for i, msg in enumerate(messages):
@@ -56,7 +94,7 @@ def normalise_history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for call in calls:
                 fn = call.get("function") or {}
                 args = fn.get("arguments")
-                text = _history_arguments(args)
+                text = _history_arguments(args, memo)
                 new_calls.append(call if text is args else {**call, "function": {**fn, "arguments": text}})
             if any(a is not b for a, b in zip(new_calls, calls, strict=True)):
                 fixed = {**fixed, "tool_calls": new_calls}
@@ -69,7 +107,7 @@ def normalise_history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _is_json_object(text: str) -> bool:
     try:
-        return isinstance(json.loads(text), dict)
+        return isinstance(loads(text), dict)
     except ValueError:
         return False
 
@@ -85,7 +123,7 @@ def parse_arguments(value: Any) -> dict[str, Any] | None:
         if not isinstance(value, str):
             return None
         try:
-            value = json.loads(value)
+            value = loads(value)
         except ValueError:
             return None
     return value if isinstance(value, dict) else None
@@ -93,7 +131,7 @@ def parse_arguments(value: Any) -> dict[str, Any] | None:
 
 def _call_from_json(text: str) -> ToolCall | None:
     try:
-        obj = json.loads(text)
+        obj = loads(text)
     except ValueError:
         return None
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"]:
@@ -140,112 +178,6 @@ def render_call(name: str, arguments: Any) -> str:
     return f'{CALL_OPEN}\n{{"name": {json.dumps(name)}, "arguments": {args or "null"}}}\n{CALL_CLOSE}'
 
 
-# --- think blocks ------------------------------------------------------------------------------------
-
-
-def split_think(text: str) -> tuple[str | None, str]:
-    """(inner text of a leading think block or None, the rest with its leading whitespace removed).
-
-    An unterminated leading block is all reasoning: the model was cut while thinking.
-    """
-    s = text.lstrip()
-    if s.startswith(THINK_OPEN):
-        end = s.find(THINK_CLOSE)
-        if end < 0:
-            return s[len(THINK_OPEN) :], ""
-        return s[len(THINK_OPEN) : end], s[end + len(THINK_CLOSE) :].lstrip()
-    if s.startswith(THINK_CLOSE):  # the template prefilled the opening tag
-        return "", s[len(THINK_CLOSE) :].lstrip()
-    return None, s
-
-
-def _held_suffix(text: str, tag: str) -> int:
-    """Length of the longest suffix of text that could still grow into tag."""
-    for n in range(min(len(tag) - 1, len(text)), 0, -1):
-        if text.endswith(tag[:n]):
-            return n
-    return 0
-
-
-class _Trimmed:
-    """Emits a channel with leading and trailing whitespace dropped, whatever the chunking."""
-
-    def __init__(self, emit: Delta, kind: str) -> None:
-        self._emit, self._kind = emit, kind
-        self._started = False
-        self._pending = ""
-
-    def add(self, text: str) -> None:
-        if not self._started:
-            text = text.lstrip()
-            if not text:
-                return
-            self._started = True
-        body = text.rstrip()
-        if body:
-            self._emit(self._kind, self._pending + body)
-            self._pending = text[len(body) :]
-        else:
-            self._pending += text
-
-
-class ThinkRouter:
-    """Routes streamed text so a leading think block reaches the reasoning channel, never the content.
-
-    Streamed deltas concatenate to what build_reply returns when no markup is salvaged.
-    """
-
-    def __init__(self, emit: Delta) -> None:
-        self._emit = emit
-        self._reasoning = _Trimmed(emit, "reasoning")
-        self._state = "start"  # start -> (think ->) after -> content
-        self._buf = ""
-
-    def reasoning(self, text: str) -> None:
-        self._reasoning.add(text)
-
-    def content(self, text: str) -> None:
-        if self._state == "content":
-            self._emit("content", text)
-            return
-        self._buf += text
-        while True:
-            if self._state == "start":
-                s = self._buf = self._buf.lstrip()
-                if s.startswith(THINK_OPEN):
-                    self._state, self._buf = "think", s[len(THINK_OPEN) :]
-                elif s.startswith(THINK_CLOSE):
-                    self._state, self._buf = "after", s[len(THINK_CLOSE) :]
-                elif not s or THINK_OPEN.startswith(s) or THINK_CLOSE.startswith(s):
-                    return  # too short to tell yet
-                else:
-                    self._state = "after"
-            elif self._state == "think":
-                end = self._buf.find(THINK_CLOSE)
-                if end >= 0:
-                    self._reasoning.add(self._buf[:end])
-                    self._state, self._buf = "after", self._buf[end + len(THINK_CLOSE) :]
-                    continue
-                keep = _held_suffix(self._buf, THINK_CLOSE)
-                self._reasoning.add(self._buf[: len(self._buf) - keep])
-                self._buf = self._buf[len(self._buf) - keep :]
-                return
-            else:  # after
-                s = self._buf.lstrip()
-                self._buf = ""
-                if s:
-                    self._state = "content"
-                    self._emit("content", s)
-                return
-
-    def flush(self) -> None:
-        if self._state == "think":
-            self._reasoning.add(self._buf)
-        elif self._buf.strip():
-            self._emit("content", self._buf.lstrip())
-        self._buf = ""
-
-
 # --- stream accumulation -------------------------------------------------------------------------------
 
 
@@ -270,8 +202,7 @@ class StreamAccumulator:
         choice = choices[0] if isinstance(choices, list) and choices else None
         if not isinstance(choice, dict):  # no choices (the usage chunk), or a malformed one: nothing to fold
             return "", "", False
-        if isinstance(choice.get("finish_reason"), str) and choice["finish_reason"]:
-            self.finish_reason = choice["finish_reason"]
+        self.finish_reason = read_finish_reason(choice.get("finish_reason")) or self.finish_reason
         delta = _dict(choice.get("delta"))
         text = delta.get("content")
         self.saw_content = self.saw_content or isinstance(text, str)
@@ -341,11 +272,19 @@ def _count(value: Any) -> int:
         return 0
 
 
+def read_finish_reason(value: Any) -> str | None:
+    """A finish_reason as read from the wire: None (or "") while the reply goes on; anything but a string is
+    a reply nothing can be trusted from (a TypeError, which the client reports as a malformed reply)."""
+    if value is None or isinstance(value, str):
+        return value or None
+    raise TypeError(f"finish_reason is {type(value).__name__} {str(value)[:40]!r}, not a string")
+
+
 def _text(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, list):  # content parts
-        return "".join(p.get("text") or "" for p in value if isinstance(p, dict))
+        return "".join(t for p in value if isinstance(p, dict) and isinstance(t := p.get("text"), str))
     return ""
 
 
@@ -381,7 +320,8 @@ def build_reply(message: dict[str, Any], finish_reason: str | None, usage: Any, 
             broken_native = True
             reply.malformed_calls.append(render_call(name, raw_args))
         else:
-            reply.tool_calls.append(ToolCall(id=call.get("id") or new_call_id(), name=name, arguments=args))
+            call_id = call.get("id") if isinstance(call.get("id"), str) and call["id"] else new_call_id()
+            reply.tool_calls.append(ToolCall(id=call_id, name=name, arguments=args))
     if not reply.tool_calls and not broken_native:
         calls, bad, rest = salvage_calls(content)
         if calls or bad:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from oc_repl.errors import SandboxError
 from oc_repl.protocols.camel_args import ToolResult, python_error
+from oc_repl.sandbox.text import command_bytes
 
 if TYPE_CHECKING:
     from oc_repl.protocols.camel_tools import CamelTerminalTools
@@ -55,7 +56,7 @@ def _write_like_upstream(tools: CamelTerminalTools, content: Any, file_path: Any
 def _put(tools: CamelTerminalTools, content: str, file_path: Any, target: str) -> ToolResult:
     created = not tools.test("-e", target)
     try:
-        tools.sandbox.write_file(target, content.encode("utf-8", "surrogateescape"))
+        tools.sandbox.write_file(target, command_bytes(content))
     except SandboxError as exc:
         return _file_error(tools, file_path, exc, target)
     return ToolResult(tools.m.render("file.ok", file_path=file_path), path=target, created=created)

@@ -156,12 +156,9 @@ class CamelTerminalTools:
         if timeout is _LEFT_OUT or (timeout is None and not self.exact):
             # Upstream waited forever on an explicit null; outside exact mode a client must not hang on it.
             timeout = self.default_timeout
-        try:
-            proc = self.sandbox.spawn(command, tty=False, cwd=self.workdir)
-        except SandboxLost:
-            raise
-        except SandboxError as exc:  # the daemon refused the exec
-            return ToolResult(self.m.render("exec.error", error=exc), "failed", command=command)
+        proc = self._spawn(command, tty=False)
+        if isinstance(proc, ToolResult):
+            return proc
         # upstream started the command, then waited with thread.join(timeout): a value join refuses is reported, and
         # the command goes on untracked
         problem = "" if timeout is None else join_error(timeout)
@@ -304,16 +301,24 @@ class CamelTerminalTools:
             self._replaced.append(old.proc)
         self._sessions[id] = session
 
+    def _spawn(self, command: str, tty: bool) -> Process | ToolResult:
+        """The command started, or upstream's answer when the sandbox refuses to start it (a lost sandbox still ends
+        the run)."""
+        try:
+            return self.sandbox.spawn(command, tty=tty, cwd=self.workdir)
+        except SandboxLost:
+            raise
+        except SandboxError as exc:  # the daemon refused the exec
+            name = "exec.start_error" if tty else "exec.error"
+            return ToolResult(self.m.render(name, error=exc), "failed", command=command)
+
     def _start_session(self, id: Any, command: str) -> ToolResult:
         old = self._find(id)
         if old is not None and self._running(old):
             return ToolResult(self.m.render("exec.already_running", id=id), "failed", command=command)
-        try:
-            proc = self.sandbox.spawn(command, tty=True, cwd=self.workdir)
-        except SandboxLost:
-            raise
-        except SandboxError as exc:  # the daemon refused the exec
-            return ToolResult(self.m.render("exec.start_error", error=exc), "failed", command=command)
+        proc = self._spawn(command, tty=True)
+        if isinstance(proc, ToolResult):
+            return proc
         self._register(id, _Session(proc, overran=False))
         return ToolResult(self.m.render("exec.session_started", id=id), command=command)
 

@@ -33,7 +33,7 @@ from oc_repl.protocols.terminus_parse import (
     salvage_xml,
     strip_think,
 )
-from oc_repl.sandbox.terminal import MAX_WAIT, Terminal, TmuxTerminal
+from oc_repl.sandbox.terminal import MAX_WAIT, Terminal, TmuxTerminal, private_socket
 from oc_repl.types import Approve, Asset, Emit, Message, Reply, Request, Sandbox, Step, Task, allow_all
 
 Wait = Literal["detect", "exact"]
@@ -79,11 +79,15 @@ class TerminusProtocol:
             if choice == "pty":
                 from oc_repl.sandbox.pty_terminal import PtyTerminal  # pyte is needed only here
 
-                self._terminal = PtyTerminal(sandbox, cwd=cwd)
+                self._terminal = PtyTerminal(sandbox, cwd=cwd, upstream_keys=self.exact)
             else:
-                socket = f"oc-repl-{id(self):x}" if sandbox.spec.startswith("local:") else None
-                self._terminal = TmuxTerminal(sandbox, cwd=cwd, socket=socket)
+                socket = private_socket() if sandbox.spec.startswith("local:") else None
+                self._terminal = TmuxTerminal(sandbox, cwd=cwd, socket=socket, upstream_keys=self.exact)
         return self._terminal
+
+    def _observe(self, terminal: Terminal) -> str:
+        kind, text = terminal.observe()
+        return self.m.render(f"observation.{kind}", **{"content" if kind == "new" else "screen": text})
 
     def _limit(self, text: str) -> str:
         return limit_output(text, self.m)
@@ -94,7 +98,7 @@ class TerminusProtocol:
         return {"role": "user", "content": content}
 
     def _first_message(self, task: Task, sandbox: Sandbox | None) -> Message:
-        return self.first_message(task, self._limit(self._terminal_for(sandbox).incremental_output()))
+        return self.first_message(task, self._limit(self._observe(self._terminal_for(sandbox))))
 
     def start(self, task: Task, sandbox: Sandbox | None = None) -> None:
         self.close()
@@ -181,7 +185,7 @@ class TerminusProtocol:
             item.status = "completed"
             item.aggregated_output = f"(waited {time.monotonic() - started:.2f}s of {command.duration:g}s)"
             emit(ev.ItemCompleted(item=item))
-        observation = terminal.incremental_output()
+        observation = self._observe(terminal)
         if told and not self.exact:
             observation = "\n".join([*told, observation])
         emit(
@@ -202,7 +206,7 @@ class TerminusProtocol:
         --exact), so the conversation can go on from there."""
         terminal.send_keys("C-c")
         terminal.wait(1.0, time.monotonic())
-        observation = self._limit(terminal.incremental_output())
+        observation = self._limit(self._observe(terminal))
         item.status, item.aggregated_output = "failed", observation
         emit(ev.ItemCompleted(item=item))
         shown = prompt_observation(observation, self.m)

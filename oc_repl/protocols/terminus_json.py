@@ -185,7 +185,7 @@ def _extract_object(response: str, first: Parsed) -> str | None:
     for candidate in _FLAT_OBJECT.findall(response):
         try:
             json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):  # upstream would crash on a deep nest; it is simply no object here
             continue
         return candidate
     return None

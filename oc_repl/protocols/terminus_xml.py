@@ -24,7 +24,6 @@ OPEN, CLOSE = "<response>", "</response>"
 ENTITIES = (("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"), ("&quot;", '"'), ("&apos;", "'"))
 
 _COMPLETE = re.compile(r"<task_complete>\s*true\s*</task_complete>", re.IGNORECASE)
-_KEYSTROKES = re.compile(r"<keystrokes([^>]*)>(.*?)</keystrokes>", re.DOTALL)
 _DURATION = re.compile(r"""duration\s*=\s*["']([^"']*)["']""")
 _UNQUOTED = re.compile(r"""(\w+)\s*=\s*([^"'\s>]+)""")
 _SINGLE_QUOTED = re.compile(r"(\w+)\s*=\s*'([^']*)'")
@@ -80,9 +79,9 @@ def _body(response: str) -> str:
 def _sections(body: str, found: Findings) -> dict[str, str]:
     sections = {}
     for name in SECTIONS:
-        match = re.search(f"<{name}>(.*?)</{name}>", body, re.DOTALL)
-        if match:
-            sections[name] = match.group(1).strip()
+        inner = _first_block(body, f"<{name}>", f"</{name}>")
+        if inner is not None:
+            sections[name] = inner.strip()
         elif re.search(f"<{name}\\s*/>", body):
             sections[name] = ""
     for name in set(REQUIRED) - set(sections):
@@ -132,7 +131,7 @@ def _check_order(body: str, found: Findings) -> None:
 
 
 def _commands(listing: str, found: Findings) -> list[Command]:
-    matches = _KEYSTROKES.findall(listing)
+    matches = _keystrokes(listing)
     commands = []
     for number, (attributes, keystrokes) in enumerate(matches, 1):
         _check_attributes(attributes, number, found)
@@ -146,6 +145,36 @@ def _commands(listing: str, found: Findings) -> list[Command]:
     if "\\r\\n" in listing:  # the four characters a model writes when it escapes a line ending by hand
         found.warn("xml.warn.crlf")
     return commands
+
+
+# Upstream reads sections and keystrokes with lazy regular expressions (`<x>(.*?)</x>`, DOTALL). Their results are
+# kept exactly, but found by plain scans: those expressions take quadratic time on a reply full of opening tags with
+# no closing one (a model stuck repeating a tag), ten thousand of which took seconds.
+
+
+def _first_block(text: str, opening: str, closing: str) -> str | None:
+    """What `re.search(opening + "(.*?)" + closing, text, re.DOTALL)` captures: the text between the first opening
+    tag and the first closing tag after it (if that closing tag is missing, no later opening tag has one either)."""
+    start = text.find(opening)
+    if start == -1:
+        return None
+    end = text.find(closing, start + len(opening))
+    return None if end == -1 else text[start + len(opening) : end]
+
+
+def _keystrokes(listing: str) -> list[tuple[str, str]]:
+    """What `re.findall(r"<keystrokes([^>]*)>(.*?)</keystrokes>", listing, re.DOTALL)` finds: (attributes, text)."""
+    found, position = [], 0
+    while (start := listing.find("<keystrokes", position)) != -1:
+        attributes_end = listing.find(">", start)
+        if attributes_end == -1:
+            break
+        end = listing.find("</keystrokes>", attributes_end + 1)
+        if end == -1:
+            break
+        found.append((listing[start + len("<keystrokes") : attributes_end], listing[attributes_end + 1 : end]))
+        position = end + len("</keystrokes>")
+    return found
 
 
 def _duration(attributes: str, number: int, found: Findings) -> float:

@@ -17,6 +17,14 @@ from oc_repl.render.sanitize import fold, sanitize
 UNWRAPPED = 240
 
 
+def make_console(stderr: bool = True) -> Console:
+    """A rich console that does not wrap at an imagined 80 columns when its stream is not a terminal."""
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal:
+        console.width = UNWRAPPED
+    return console
+
+
 class _Waiting:
     """A spinner with the seconds spent waiting for the model's first token, redrawn by rich's Live."""
 
@@ -31,9 +39,7 @@ class _Waiting:
 
 class HumanRenderer:
     def __init__(self, console: Console | None = None, show_reasoning: bool = True) -> None:
-        self.console = console or Console(stderr=True, highlight=False)
-        if not self.console.is_terminal:
-            self.console.width = UNWRAPPED
+        self.console = console or make_console()
         self.show_reasoning = show_reasoning
         self._streaming: str | None = None  # id of the item whose text is being streamed
         self._streamed: set[str] = set()

@@ -1,39 +1,41 @@
 """The local driver: commands run on this machine, under a directory of the user's choosing.
 
-Every command is `bash -c` in a new session (its own process group), so a timeout or a close can kill the whole tree
-it started. A process is left unreaped (a zombie) after it exits until we are done with it: while it exists, its pid,
-process group id and session id cannot be handed to anyone else, so signalling them can never hit a stranger.
+Confined (the default; see confine.py), a command sees the host read-only, can write only the sandbox directory and a
+private /tmp (a fresh host directory, removed at close), has no network unless `network=True`, and runs in a pid
+namespace that dies with the sandbox. Unconfined (`confine=False`), a command can do whatever the user running
+oc-repl can do, network included.
+
+Files (`write_file`, `read_file`, `put`) are handled by this process, at the place a command would reach by the same
+path; relative paths are taken against the sandbox directory. Confined, /tmp means the private /tmp and every path
+that does not end up in the sandbox directory or the private /tmp is refused, whether it gets out by name, by `..` or
+through a symbolic link (`..` counts before links, as a shell's `cd` counts it); the check is made as the file is
+opened, so only a process swapping a directory for a link at that very moment could still redirect it. Unconfined,
+any path is allowed, as it would be to a command.
+
+Every process a command starts carries a mark (local_marks.py): close() kills them all, those that left their session
+(`setsid daemon &`) included, and a new sandbox first ends what a SIGKILLed earlier client left running.
 """
 
 from __future__ import annotations
 
-import fcntl
+import atexit
 import os
 import re
-import select
 import shutil
-import signal
-import struct
-import subprocess
-import termios
 import threading
-import time
-from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from oc_repl.errors import SandboxError
-from oc_repl.sandbox.capture import CappedBuffer, OutputReader
+from oc_repl.errors import SandboxError, SandboxLost
+from oc_repl.sandbox import local_marks
+from oc_repl.sandbox.confine import Confinement, sweep_private_tmps
+from oc_repl.sandbox.local_process import EXIT_GRACE, LocalProcess, bash_argv, scan_proc
 from oc_repl.types import ExecResult
 
-# A background child (`server &`) inherits the output pipe and may hold it open long after the command itself has
-# ended; waiting for its end of file would hang the caller. Output counts as drained once the reader reaches end of
-# file, or this long after the exit, whichever comes first. The reader keeps collecting afterwards.
-EXIT_GRACE = 0.2
-_CHUNK = 1 << 16
 # Letting go of finished processes means a scan of /proc (milliseconds); doing it once per this many commands keeps
 # it off the per-call path while bounding the zombies and file descriptors we hold.
 PRUNE_AT = 32
+_CONFINE_HINT = "install bubblewrap (apt-get install bubblewrap), or run unconfined with --no-confine"
 
 
 # The model's commands inherit this process's environment minus its secrets: the server's API key (and the like)
@@ -45,165 +47,10 @@ def host_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not _SECRET_NAMES.search(k)}
 
 
-def _take_terminal() -> None:
-    """Runs in the child after setsid: make the pty on stdin its controlling terminal, so ^C and job control work."""
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-
-def _scan_proc() -> list[tuple[int, int, int]] | None:
-    """(pid, process group, session) of every process that is not a zombie; None where there is no /proc."""
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return None
-    found = []
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            stat = Path("/proc", name, "stat").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[-1].split()  # the command name in parentheses may hold spaces
-        if len(fields) > 3 and fields[0] != "Z":
-            found.append((int(name), int(fields[2]), int(fields[3])))
-    return found
-
-
-def _kill_tree(leader: int) -> None:
-    """SIGKILL the process group and the session `leader` started (callers hold it unreaped, see the module doc)."""
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(leader, signal.SIGKILL)
-    # An interactive shell puts each job in a process group of its own; they all stay in the session.
-    for pid, group, session in _scan_proc() or []:
-        if leader in (group, session):
-            with suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-
-
-class LocalProcess:
-    """A `bash -c` process on this machine, with its output drained into a capped buffer."""
-
-    def __init__(self, command: str, *, tty: bool, cwd: Path, env: dict[str, str], limit: int) -> None:
-        self.tty = tty
-        self._buffer = CappedBuffer(limit)
-        self._returncode: int | None = None
-        self._exited_at = 0.0
-        self._reaped = False
-        self._lock = threading.Lock()
-        argv = ["bash", "-c", command]
-        if tty:
-            read_fd, child_fd = os.openpty()
-            fcntl.ioctl(child_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-            streams = {"stdin": child_fd, "stdout": child_fd, "stderr": child_fd, "preexec_fn": _take_terminal}
-        else:
-            read_fd, child_fd = os.pipe()
-            # no input at all: a command waiting for stdin sees end of file instead of hanging until its timeout
-            streams = {"stdin": subprocess.DEVNULL, "stdout": child_fd, "stderr": subprocess.STDOUT}
-        try:
-            self._popen = subprocess.Popen(argv, cwd=cwd, env=env, start_new_session=True, **streams)
-        except OSError as exc:
-            os.close(read_fd)
-            raise SandboxError(f"cannot start a command in {cwd}: {exc}") from exc
-        finally:
-            os.close(child_fd)
-        self.pid = self._popen.pid
-        self._fd = read_fd
-        self._input_fd = read_fd if tty else None
-        self._pidfd = os.pidfd_open(self.pid) if hasattr(os, "pidfd_open") else None
-        self._reader = OutputReader(lambda: os.read(read_fd, _CHUNK), self._buffer, name=f"oc-repl-output-{self.pid}")
-
-    def _poll_exit(self, timeout: float) -> bool:
-        """True once the process has exited; it is not reaped here (see the module doc)."""
-        if self._returncode is not None:
-            return True
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            except ChildProcessError:  # reaped already
-                info = None
-                self._returncode = self._popen.returncode if self._popen.returncode is not None else -1
-            if info is not None:
-                self._returncode = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-            if self._returncode is not None:
-                self._exited_at = time.monotonic()
-                return True
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            if self._pidfd is not None:
-                select.select([self._pidfd], [], [], remaining)  # readable as soon as the process exits
-            else:
-                time.sleep(min(remaining, 0.02))
-
-    def wait(self, timeout: float) -> bool:
-        """True once the process has exited and its output is drained (see EXIT_GRACE)."""
-        deadline = time.monotonic() + max(0.0, timeout)
-        if not self._poll_exit(max(0.0, timeout)):
-            return False
-        grace_end = self._exited_at + EXIT_GRACE
-        self._reader.join(max(0.0, min(deadline, grace_end) - time.monotonic()))
-        return self._reader.done or time.monotonic() >= grace_end
-
-    def alive(self) -> bool:
-        return not self._poll_exit(0)
-
-    def read_available(self) -> bytes:
-        return self._buffer.read()
-
-    def write(self, data: bytes) -> None:
-        if self._input_fd is None:
-            raise SandboxError("this process takes no input (it was started without a terminal)")
-        view = memoryview(data)
-        try:
-            while view:
-                view = view[os.write(self._input_fd, view) :]
-        except OSError as exc:
-            raise SandboxError(f"cannot write to process {self.pid}: {exc}") from exc
-
-    def kill(self) -> None:
-        """SIGKILL everything the command started, then let go of the process."""
-        with self._lock:
-            if self._reaped:
-                return
-            _kill_tree(self.pid)
-        self.release()
-
-    def finished(self) -> bool:
-        """Exited, and nothing holds its output open any more."""
-        return self._poll_exit(0) and self._reader.done
-
-    def release(self) -> None:
-        """Reap the process; from here on its ids are no longer ours to signal."""
-        with self._lock:
-            if not self._reaped:
-                with suppress(subprocess.TimeoutExpired):
-                    self._popen.wait(timeout=5)
-                self._poll_exit(0)
-                self._reaped = True
-                if self._pidfd is not None:
-                    os.close(self._pidfd)
-                    self._pidfd = None
-        # Closing the fd under a reader still blocked in read() would let a reused fd number be read from.
-        if self._reader.join(0.5) and self._fd is not None:
-            os.close(self._fd)
-            self._fd = self._input_fd = None
-
-    @property
-    def exit_code(self) -> int | None:
-        self._poll_exit(0)
-        return self._returncode
-
-    @property
-    def dropped(self) -> int:
-        return self._buffer.dropped
-
-
 class LocalSandbox:
-    """Runs everything on this machine. Relative paths are taken against `root`; absolute paths are host paths."""
+    """Runs everything on this machine, confined unless `confine=False` (see the module doc)."""
 
-    def __init__(self, root: Path, output_limit: int = 1 << 20) -> None:
+    def __init__(self, root: Path, output_limit: int = 1 << 20, confine: bool = True, network: bool = False) -> None:
         self.root = Path(root).expanduser().resolve()
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -212,8 +59,20 @@ class LocalSandbox:
         self.spec = f"local:{self.root}"
         self.workdir = str(self.root)
         self.output_limit = output_limit
+        self.confined = confine
+        self.network = network or not confine
         self._procs: list[LocalProcess] = []
         self._lock = threading.Lock()
+        self._mark = local_marks.new_mark()
+        local_marks.sweep()
+        sweep_private_tmps()
+        self._confinement: Confinement | None = None
+        if confine:
+            try:
+                self._confinement = Confinement(self.root, network)
+            except SandboxError as exc:
+                raise SandboxError(f"cannot confine {self.spec}: {exc.message}", hint=_CONFINE_HINT) from exc
+        atexit.register(self.close)  # a run that ends without closing its sandbox still ends what the model started
 
     @classmethod
     def from_spec(cls, rest: str, **opts: Any) -> LocalSandbox:
@@ -223,6 +82,21 @@ class LocalSandbox:
         path = Path(path)
         return path if path.is_absolute() else self.root / path
 
+    def _place(self, path: str | Path) -> Path:
+        """The host path of the file a command would reach by `path`; refused when confinement forbids it."""
+        target = self._path(path)
+        if self._confinement is None:
+            return target
+        host = self._confinement.host_path(Path(os.path.normpath(target)))
+        if host is not None:
+            real = Path(os.path.realpath(host))
+            if any(real == place or place in real.parents for _inside, place in self._confinement.mounts()):
+                return real
+        raise SandboxError(
+            f"{path} is outside the sandbox directory {self.root} and its /tmp, where this sandbox is confined",
+            hint="a confined local: sandbox reads and writes files only there",
+        )
+
     def _start(self, command: str, tty: bool, cwd: str | None, env: dict[str, str] | None) -> LocalProcess:
         full_env = host_environment()
         if tty:
@@ -230,8 +104,33 @@ class LocalSandbox:
         else:
             full_env["TERM"] = "dumb"
             full_env.pop("PYTHONUNBUFFERED", None)
+        where = str(self._path(cwd or self.root))
+        prefix: list[str] = []
+        start_in = where
+        openpty = os.openpty
+        if self._confinement is not None:
+            if not self._confinement.alive():
+                raise SandboxLost(f"the confinement of {self.spec} has ended")
+            # Only /tmp is writable of the usual temporary places: tmux and mktemp must not be sent elsewhere.
+            full_env["TMPDIR"] = "/tmp"
+            full_env.pop("TMUX_TMPDIR", None)
+            host = self._confinement.host_path(Path(os.path.normpath(where)))
+            if not (host or Path(where)).is_dir():
+                raise SandboxError(f"cannot start a command in {where}: no such directory")
+            prefix, start_in, openpty = self._confinement.prefix(where), "/", self._confinement.openpty
         full_env.update(env or {})
-        proc = LocalProcess(command, tty=tty, cwd=self._path(cwd or self.root), env=full_env, limit=self.output_limit)
+        full_env[local_marks.MARK] = self._mark
+        with bash_argv(command) as (argv, fds):
+            proc = LocalProcess(
+                [*prefix, *argv],
+                tty=tty,
+                cwd=start_in,
+                env=full_env,
+                limit=self.output_limit,
+                pass_fds=fds,
+                where=where,
+                openpty=openpty,
+            )
         with self._lock:
             if len(self._procs) >= PRUNE_AT:
                 self._prune()
@@ -243,7 +142,7 @@ class LocalSandbox:
         done = [p for p in self._procs if p.finished()]
         if not done:
             return
-        scan = _scan_proc()
+        scan = scan_proc()
         # a finished leader is a zombie, so it is not in the scan: any match is a live process it left behind
         in_use = set() if scan is None else {i for _pid, group, session in scan for i in (group, session)}
         for proc in done:
@@ -274,39 +173,58 @@ class LocalSandbox:
         return self._start(command, tty=tty, cwd=cwd, env=env)
 
     def write_file(self, path: str, data: bytes) -> None:
-        target = self._path(path)
+        target = self._place(path)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            with os.fdopen(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | self._no_link, 0o666), "wb") as f:
+                f.write(data)
         except OSError as exc:
-            raise SandboxError(f"cannot write {target}: {exc}") from exc
+            raise SandboxError(f"cannot write {path}: {exc}") from exc
 
     def read_file(self, path: str) -> bytes:
-        target = self._path(path)
+        target = self._place(path)
         try:
-            return target.read_bytes()
+            with os.fdopen(os.open(target, os.O_RDONLY | self._no_link), "rb") as f:
+                return f.read()
         except OSError as exc:
-            raise SandboxError(f"cannot read {target}: {exc}") from exc
+            raise SandboxError(f"cannot read {path}: {exc}") from exc
+
+    @property
+    def _no_link(self) -> int:
+        """Confined, the checked path holds no link: one found at open time was swapped in since, so it is refused."""
+        return os.O_NOFOLLOW if self._confinement is not None else 0
 
     def put(self, src: Path, dest: str) -> None:
-        """Copy a directory's contents into `dest`, or a file to `dest` (into it when `dest` is a directory)."""
+        """Copy a directory's contents into `dest`, or a file to `dest` (into it when `dest` is a directory).
+
+        Every directory and file is placed on its own, so a link inside `dest` cannot take the copy elsewhere.
+        """
         src = Path(src)
-        target = self._path(dest)
         try:
-            if src.is_dir():
-                shutil.copytree(src, target, dirs_exist_ok=True)
+            if not src.is_dir():
+                target = self._place(dest)
+                if target.is_dir():
+                    target = self._place(Path(self._path(dest), src.name))
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, target)
                 return
-            if target.is_dir():
-                target = target / src.name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, target)
+            for folder, _dirs, files in os.walk(src, followlinks=True):
+                inside = self._path(dest) / Path(folder).relative_to(src)
+                self._place(inside).mkdir(parents=True, exist_ok=True)
+                for name in files:
+                    shutil.copy2(Path(folder, name), self._place(inside / name))
         except OSError as exc:
-            raise SandboxError(f"cannot copy {src} to {target}: {exc}") from exc
+            raise SandboxError(f"cannot copy {src} to {dest}: {exc}") from exc
 
     def close(self) -> None:
-        """Kill every process still running, including whatever they left behind in their process groups."""
+        """Kill every process still running, wherever it went, and end the confinement."""
+        atexit.unregister(self.close)
         with self._lock:
             procs, self._procs = self._procs, []
+        # Everything goes before the processes are let go: a survivor would hold their output open meanwhile.
+        if self._confinement is not None:
+            self._confinement.close()
+        local_marks.kill_marked(self._mark)
         for proc in procs:
             proc.kill()
 

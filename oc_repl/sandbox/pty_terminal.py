@@ -8,7 +8,6 @@ started as tmux starts it (a login shell, TERM=tmux-256color where the sandbox k
 from __future__ import annotations
 
 import codecs
-import re
 import threading
 import time
 import uuid
@@ -18,86 +17,26 @@ from collections.abc import Callable
 import pyte
 
 from oc_repl.errors import SandboxError
-from oc_repl.sandbox.terminal import HEIGHT, POLL, STARTUP_WAIT, WIDTH, Probe, Terminal, _at_prompt, _shell_idle
+from oc_repl.sandbox.keys import key_bytes, upstream_types
+from oc_repl.sandbox.terminal import (
+    HEIGHT,
+    POLL,
+    STARTUP_WAIT,
+    WIDTH,
+    Probe,
+    Terminal,
+    Typed,
+    _at_prompt,
+    _number,
+    _shell_idle,
+    read_count,
+)
 from oc_repl.types import Sandbox
 
 HISTORY = 2000  # tmux's default history-limit: terminal-bench's pane keeps it (see test_terminus_cli)
 PUMP = 0.05  # the sandbox caps unread output, so it is read on, between turns too, as tmux would
 _ALTERNATE = {47, 1047, 1049}  # private modes that switch to the alternate screen
 _APP_CURSOR = 1 << 5  # DECCKM as pyte records private mode 1
-
-# --- keys: what `tmux send-keys -t agent KEYS` writes to the pane (checked byte by byte against tmux 3.3a) -----
-_SIMPLE = {"enter": "\r", "escape": "\x1b", "tab": "\t", "btab": "\x1b[Z", "space": " ", "bspace": "\x7f"}
-_SIMPLE.update({f"kp{c}": c for c in "0123456789/*-+."}, kpenter="\n")
-_CURSOR = {"up": "A", "down": "B", "right": "C", "left": "D", "home": "H", "end": "F"}
-_TILDE = {"ic": 2, "insert": 2, "dc": 3, "delete": 3, "ppage": 5, "pageup": 5, "pgup": 5, "npage": 6}
-_TILDE.update(pagedown=6, pgdn=6, f5=15, f6=17, f7=18, f8=19, f9=20, f10=21, f11=23, f12=24)
-_SS3 = {"f1": "P", "f2": "Q", "f3": "R", "f4": "S"}
-_CTRL = {"-": "\x1f", "/": "\x1f", "2": "\0", "6": "\x1e"}  # sent only without M-
-_CTRL_UNSENT = "!#'()+,.01345789:;<=>`"  # without M-, keys tmux knows but sends nothing for
-
-
-def _ctrl(char: str, meta: bool) -> str | None:
-    """tmux's C- on a character: its control code, "" when it sends nothing, None when it is no key at all."""
-    if not char.isascii():
-        return char
-    if char.isalpha() or char in "@[\\]^_":
-        return chr(ord(char) & 0x1F)
-    if char in " ?":
-        return "\0" if char == " " else "\x7f"
-    if meta:
-        return None
-    return _CTRL.get(char, "" if char in _CTRL_UNSENT else None)
-
-
-def key_bytes(keys: str, app_cursor: bool = False) -> bytes:
-    """One send-keys argument: a key name sends its key, anything else is typed as it is.
-
-    tmux's command parser eats one trailing `;` (a command separator), and `\\;` at the end stands for `;`.
-    """
-    if keys.endswith(";"):
-        keys = keys[:-1]
-        keys = keys[:-1] + ";" if keys.endswith("\\") else keys
-    key = _lookup(keys, app_cursor)
-    return (keys if key is None else key).encode("utf-8", "surrogateescape")
-
-
-def _lookup(name: str, app_cursor: bool) -> str | None:
-    """The key's characters, "" for a key tmux knows but cannot send, None when `name` is no key name."""
-    if re.fullmatch(r"0x[0-9a-fA-F]{1,6}", name) and int(name, 16) < 0x110000:
-        return chr(int(name, 16))
-    mods, rest = set(), name
-    if len(rest) > 1 and rest[0] == "^":  # ^C is short for C-c
-        mods, rest = {"C"}, rest[1:]
-    while len(rest) > 1 and rest[1] == "-" and rest[0].upper() in "CMS":
-        mods.add(rest[0].upper())
-        rest = rest[2:]
-    meta = "\x1b" if "M" in mods else ""
-    low = rest.lower()
-    if len(rest) == 1:
-        if ord(rest) < 32 or "S" in mods:  # no key to tmux: it types the whole name
-            return None
-        char = _ctrl(rest, "M" in mods) if "C" in mods else rest
-        return None if char is None else meta + char if char else ""
-    if low in _SIMPLE:
-        if "S" in mods:
-            return None
-        if "C" in mods:
-            return meta + "\0" if low == "space" else ""
-        return meta + _SIMPLE[low]
-    param = 1 + ("S" in mods) + 2 * ("M" in mods) + 4 * ("C" in mods)  # xterm's modifier parameter
-    if low in _CURSOR:
-        if param > 1:
-            return f"\x1b[1;{param}{_CURSOR[low]}"
-        if low in ("home", "end"):
-            return "\x1b[1~" if low == "home" else "\x1b[4~"
-        return ("\x1bO" if app_cursor else "\x1b[") + _CURSOR[low]
-    if low in _TILDE:
-        return f"\x1b[{_TILDE[low]};{param}~" if param > 1 else f"\x1b[{_TILDE[low]}~"
-    if low in _SS3:
-        return f"\x1b[1;{param}{_SS3[low]}" if param > 1 else f"\x1bO{_SS3[low]}"
-    return None
-
 
 # --- the screen -------------------------------------------------------------------------------------------------
 
@@ -169,9 +108,12 @@ class _Screen(pyte.Screen):
 
 
 class PtyTerminal(Terminal):
-    def __init__(self, sandbox: Sandbox, cwd: str | None = None) -> None:
+    def __init__(self, sandbox: Sandbox, cwd: str | None = None, upstream_keys: bool = False) -> None:
         self.sandbox = sandbox
+        self.upstream_keys = upstream_keys
         self._previous = None
+        self._typed = Typed()
+        self._idle_reads: int | None = None  # the read count of the last probe that found the shell idle
         pidfile = f"/tmp/oc-repl-pty-{uuid.uuid4().hex[:12]}.pid"
         # The shell keeps this process's pid (every step execs), which is what the idle probe reads. The size is
         # set before bash starts so it never sees another; tmux's pane shell is a login shell with tmux's TERM.
@@ -218,9 +160,20 @@ class PtyTerminal(Terminal):
         self._drain()  # the cursor keys depend on the mode the output last set
         with self._lock:
             app_cursor = _APP_CURSOR in self._screen.mode
-        data = key_bytes(keys, app_cursor)
+            if self.upstream_keys and keys == "-R":  # upstream's one call that tmux takes as flags and obeys
+                self._screen.reset()
+        typed = not self.upstream_keys or upstream_types(keys)
+        data = key_bytes(keys, app_cursor) if typed else b""
+        # An idle shell reads nothing until keys come, so the count of the probe that found it idle still holds.
+        if self._idle_reads is None and self._typed.needs_reading(data):
+            self._idle_reads = self._read_count()
+        self._typed.sent(data, self._idle_reads)
+        self._idle_reads = None
         if data:
             self._proc.write(data)
+
+    def _read_count(self) -> int | None:
+        return _number(self.sandbox.exec(read_count(self.pid), timeout=30).output.decode("utf-8", "replace"))
 
     def capture(self, entire: bool = False) -> str:
         """As `tmux capture-pane -p` (with `-S -`: the history first): every row ends in a newline."""
@@ -231,16 +184,19 @@ class PtyTerminal(Terminal):
 
     def probe(self) -> Probe:
         p = self.pid
-        script = f"cat /proc/{p}/stat; echo; cat /proc/{p}/task/{p}/children"
-        result = self.sandbox.exec(f"{{ {script}; }} 2>/dev/null", timeout=30)
-        stat, _, children = result.output.decode("utf-8", "replace").partition("\n")
+        # The read count first: keys it shows read were read before the shell and its screen are looked at.
+        script = f"{read_count(p)}; {{ read -r s < /proc/{p}/stat; read -r c < /proc/{p}/task/{p}/children; }} "
+        result = self.sandbox.exec(f'{script} 2>/dev/null; echo "$s"; echo "$c"', timeout=30)
+        reads, stat, children, *_ = result.output.decode("utf-8", "replace").split("\n") + ["", "", ""]
+        read_all = self._typed.read(_number(reads))
         self._drain()
         with self._lock:  # the cursor and the screen of the same moment, as TmuxTerminal reads them
             rows = self._screen.rows()
             x, y = self._screen.cursor.x, self._screen.cursor.y
         screen = "".join(row + "\n" for row in rows)
         # A shell that has ended is as idle as it will ever be: its last screen is final.
-        idle = (_shell_idle(stat, children) and _at_prompt(rows[y], x)) or not self._proc.alive()
+        idle = (read_all and _shell_idle(stat, children) and _at_prompt(rows[y], x)) or not self._proc.alive()
+        self._idle_reads = _number(reads) if idle else None
         return Probe(idle=idle, screen=screen)
 
     def alive(self) -> bool:

@@ -1,0 +1,70 @@
+"""What confinement costs a local sandbox: `exec("true")` confined against unconfined, and a sandbox's start and
+close, measured in the same run. The bare `bash -c true` is the floor both stand on.
+
+Run: python benchmarks/local_confine.py [--runs 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from oc_repl.sandbox import confine  # noqa: E402
+from oc_repl.sandbox.local import LocalSandbox  # noqa: E402
+
+
+def median_ms(action: Callable[[], object], runs: int) -> float:
+    action()  # warm-up
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def exec_true(work: Path, confined: bool, runs: int) -> float:
+    box = LocalSandbox(work / ("confined" if confined else "unconfined"), confine=confined)
+    try:
+        return median_ms(lambda: box.exec("true", timeout=30), runs)
+    finally:
+        box.close()
+
+
+def start_and_close(work: Path, confined: bool, runs: int) -> float:
+    return median_ms(lambda: LocalSandbox(work / "life", confine=confined).close(), runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=200)
+    runs = parser.parse_args().runs
+    ok, reason = confine.check()
+    if not ok:
+        sys.exit(f"cannot measure confinement here: {reason}")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        bare = median_ms(lambda: subprocess.run(["bash", "-c", "true"], check=True), runs)
+        unconfined = exec_true(work, False, runs)
+        confined = exec_true(work, True, runs)
+        life_unconfined = start_and_close(work, False, max(5, runs // 10))
+        life_confined = start_and_close(work, True, max(5, runs // 10))
+    print(f"bare subprocess bash -c true       {bare:7.2f} ms")
+    print(f"exec('true') unconfined            {unconfined:7.2f} ms")
+    print(f"exec('true') confined              {confined:7.2f} ms   overhead {confined - unconfined:+6.2f} ms")
+    print(f"sandbox start + close, unconfined  {life_unconfined:7.2f} ms")
+    extra = life_confined - life_unconfined
+    print(f"sandbox start + close, confined    {life_confined:7.2f} ms   overhead {extra:+6.2f} ms")
+    print("medians; goal: confinement adds a few ms per command, far below a model turn")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,297 @@
+"""The confined local sandbox on real bubblewrap and real processes: what it may write, its network, its processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from oc_repl.errors import SandboxError
+from oc_repl.sandbox import confine
+from oc_repl.sandbox.local import LocalSandbox
+from tests.test_local_sandbox import CONFINE_OK, CONFINE_REASON, gone, processes_with, unique_sleep
+
+pytestmark = pytest.mark.skipif(not CONFINE_OK, reason=f"no confinement here: {CONFINE_REASON}")
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Iterator[LocalSandbox]:
+    sandbox = LocalSandbox(tmp_path / "box")
+    yield sandbox
+    sandbox.close()
+
+
+def run(box: LocalSandbox, command: str) -> tuple[int | None, str]:
+    result = box.exec(command, timeout=30)
+    return result.exit_code, result.output.decode("utf-8", "replace")
+
+
+def test_check_says_why_confinement_is_impossible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    assert confine.check() == (True, "bubblewrap confines local: sandboxes")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap, nsenter or setpriv
+    ok, reason = confine.check()
+    assert not ok and "bwrap" in reason
+    with pytest.raises(SandboxError) as raised:
+        LocalSandbox(tmp_path / "box")
+    assert "bwrap" in raised.value.message and "--no-confine" in raised.value.hint
+    # a bubblewrap that cannot run here (no user namespaces, say) is named with its own words
+    fake = tmp_path / "bin" / "bwrap"
+    fake.parent.mkdir()
+    said = "bwrap: setting up uid map: Permission denied"
+    fake.write_text(f"#!/bin/sh\necho '{said}' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.defpath}:/usr/sbin:/sbin")
+    assert confine.check() == (False, f"bubblewrap cannot confine the sandbox: {said}")
+
+
+# --- what a command may write -------------------------------------------------------------------------------------
+
+
+def test_11_1_a_command_cannot_write_outside_the_directory(box: LocalSandbox, tmp_path: Path):
+    name = f"oc-repl-probe-{uuid.uuid4().hex[:8]}"
+    # $HOME too, unless it is under /tmp (then it is in the private /tmp: see below)
+    places = [Path("/"), Path("/usr")] + ([Path.home()] if Path("/tmp") not in Path.home().parents else [])
+    probes = "; ".join(f"touch {place / name}" for place in places)
+    code, out = run(box, f"{probes}; echo x > {tmp_path}/{name}; echo in > here.txt")
+    assert code == 0  # the last write succeeded
+    assert out.count("Read-only file system") == len(places), out
+    assert not any((place / name).exists() for place in places)
+    # the test's own directory is under the host's /tmp: inside, that is the private /tmp, never the host's
+    assert not (tmp_path / name).exists()
+    assert (box.root / "here.txt").read_text() == "in\n"
+
+
+def test_commands_have_no_privileges_to_undo_it(box: LocalSandbox):
+    status = "grep -E '^(CapEff|CapPrm|NoNewPrivs)' /proc/self/status"
+    code, out = run(box, f"{status}; mount -o remount,rw / && echo remounted")
+    assert "CapEff:\t0000000000000000" in out and "CapPrm:\t0000000000000000" in out
+    assert "remounted" not in out and code != 0
+
+
+def test_10_21_file_operations_refuse_places_outside_the_directory_and_tmp(box: LocalSandbox, tmp_path: Path):
+    escapes = ["/usr/oc-repl-x", "/tmp/../usr/oc-repl-x", "../" * 40 + "usr/oc-repl-x", "link/oc-repl-x", "dir/up/x"]
+    run(box, "ln -s /usr link && mkdir dir && ln -s / dir/up")
+    for path in escapes:
+        with pytest.raises(SandboxError, match="outside the sandbox directory"):
+            box.write_file(path, b"x")
+        with pytest.raises(SandboxError, match="outside the sandbox directory"):
+            box.read_file(path)
+    with pytest.raises(SandboxError, match="outside the sandbox directory"):
+        box.read_file("/etc/hostname")  # readable to a command, but file operations stay within the sandbox
+    assert not Path("/usr/oc-repl-x").exists()
+    # a path that climbs out of the directory but stays in what the sandbox sees as /tmp lands in the private /tmp
+    box.write_file("../up.txt", b"private")
+    assert not (tmp_path / "up.txt").exists()
+    assert run(box, f"cat {tmp_path}/up.txt") == (0, "private")
+
+
+def test_put_cannot_be_led_out_by_a_link_in_the_destination(box: LocalSandbox, tmp_path: Path):
+    src = tmp_path / "src"
+    (src / "sub" / "deeper").mkdir(parents=True)
+    (src / "sub" / "deeper" / "f.txt").write_text("f")
+    outside = Path(f"/usr/oc-repl-{uuid.uuid4().hex[:8]}")
+    run(box, "mkdir dest && ln -s /usr dest/sub")
+    with pytest.raises(SandboxError, match="outside the sandbox directory"):
+        box.put(src, "dest")
+    with pytest.raises(SandboxError, match="outside the sandbox directory"):
+        box.put(src / "sub" / "deeper" / "f.txt", str(outside))
+    assert not outside.exists() and not Path("/usr/deeper").exists()
+    box.put(src, "fresh")
+    assert (box.root / "fresh/sub/deeper/f.txt").read_text() == "f"
+
+
+def test_tmp_is_private_shared_by_commands_and_files_and_removed_at_close(tmp_path: Path):
+    box = LocalSandbox(tmp_path / "box")
+    name = f"oc-repl-private-{uuid.uuid4().hex[:8]}"
+    try:
+        box.write_file(f"/tmp/{name}", b"from the host side")
+        assert run(box, f"cat /tmp/{name}; echo more >> /tmp/{name}; echo $TMPDIR") == (0, "from the host side/tmp\n")
+        assert box.read_file(f"/tmp/{name}") == b"from the host sidemore\n"
+        assert not Path("/tmp", name).exists()
+        assert run(box, "pwd")[1] == f"{box.root}\n" and run(box, "mkdir -p /tmp/w")[0] == 0
+        assert box.exec("pwd", timeout=30, cwd="/tmp/w").output == b"/tmp/w\n"
+        with pytest.raises(SandboxError):
+            box.exec("pwd", timeout=30, cwd="/tmp/missing")
+        private = box._confinement.tmp
+        assert (private / name).exists()
+        run(box, "mkdir -p /tmp/locked/in && touch /tmp/locked/in/f && chmod 000 /tmp/locked/in /tmp/locked")
+    finally:
+        box.close()
+    assert not private.exists()
+
+
+def test_a_confinement_ended_from_outside_is_a_lost_sandbox(box: LocalSandbox):
+    from oc_repl.errors import SandboxLost
+
+    assert box._confinement is not None
+    box._confinement._bwrap.kill()
+    box._confinement._bwrap.wait()
+    with pytest.raises(SandboxLost):
+        box.exec("true", timeout=30)
+
+
+# --- the network --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def listener() -> Iterator[int]:
+    """A port on the host's loopback that accepts connections and greets each one."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    stop = False
+
+    def serve() -> None:
+        while not stop:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            conn.sendall(b"hello")
+            conn.close()
+
+    import threading
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop = True
+    thread.join(2)
+    server.close()
+
+
+CONNECT = "python3 -c 'import socket; print(socket.create_connection((\"127.0.0.1\", {port}), timeout=10).recv(5))'"
+
+
+def test_11_1_the_network_is_off_even_the_hosts_loopback(box: LocalSandbox, listener: int):
+    code, out = run(box, CONNECT.format(port=listener))
+    assert code != 0 and "ConnectionRefusedError" in out
+    assert run(box, "cat /sys/class/net/*/operstate 2>/dev/null; ls /sys/class/net")[1].split()[-1] == "lo"
+
+
+def test_network_on_reaches_the_host(tmp_path: Path, listener: int):
+    box = LocalSandbox(tmp_path / "box", network=True)
+    try:
+        assert run(box, CONNECT.format(port=listener)) == (0, "b'hello'\n")
+    finally:
+        box.close()
+
+
+def test_commands_of_a_sandbox_share_one_loopback(box: LocalSandbox):
+    serve = (
+        'python3 -c \'import socket; s = socket.socket(); s.bind(("127.0.0.1", 8765)); s.listen(1); '
+        'c, _ = s.accept(); c.sendall(b"hello")\' &'
+    )
+    assert run(box, serve)[0] == 0
+    deadline = time.monotonic() + 20
+    while (result := run(box, CONNECT.format(port=8765)))[0] != 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert result == (0, "b'hello'\n")
+
+
+# --- processes ----------------------------------------------------------------------------------------------------
+
+
+def test_the_sandbox_sees_and_signals_only_its_own_processes(box: LocalSandbox):
+    nap = unique_sleep()
+    host = subprocess.Popen(["sleep", nap], preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        counts = "pgrep -c sleep; ls /proc | grep -c '^[0-9]'"
+        code, out = run(box, f"kill -9 -1 2>/dev/null; {counts}; pkill -x sleep; echo done")
+        assert out.endswith("done\n") and int(out.split()[0]) == 0 and int(out.split()[1]) < 10
+        assert host.poll() is None  # neither `kill -9 -1` nor pkill reached the host
+        assert run(box, "echo still here") == (0, "still here\n")  # nor the sandbox itself
+    finally:
+        host.kill()
+        host.wait()
+
+
+def test_a_pty_inside_is_a_terminal_of_the_sandbox(box: LocalSandbox):
+    proc = box.spawn('t=$(tty) && [ -c "$t" ] && echo "named $t"; read line; echo "got $line"', tty=True)
+    proc.write(b"hello\n")
+    assert proc.wait(20)
+    out = proc.read_available()
+    assert b"named /dev/pts/" in out and b"got hello" in out
+
+
+CLIENT = """
+import sys, time
+from pathlib import Path
+from oc_repl.sandbox.local import LocalSandbox
+box = LocalSandbox(Path(sys.argv[1]), confine=sys.argv[2] == "confined")
+box.exec("setsid sleep " + sys.argv[3] + " >/dev/null 2>&1 &", timeout=30)
+print(box._confinement.tmp if box._confinement else "", flush=True)
+sys.stdin.read()  # the test decides how this client ends
+"""
+
+
+def start_client(tmp_path: Path, mode: str, nap: str) -> tuple[subprocess.Popen, str]:
+    client = subprocess.Popen(
+        [sys.executable, "-c", CLIENT, str(tmp_path / "box"), mode, nap],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert client.stdout is not None
+    private = client.stdout.readline().strip()
+    deadline = time.monotonic() + 20
+    while not processes_with(nap) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert processes_with(nap)
+    return client, private
+
+
+@pytest.mark.parametrize("mode", ["confined", "unconfined"])
+def test_10_12a_what_a_sigkilled_client_left_is_ended(tmp_path: Path, mode: str):
+    nap = unique_sleep()
+    client, private = start_client(tmp_path, mode, nap)
+    client.kill()
+    client.wait()
+    if mode == "confined":  # the namespace ends with its client, at once
+        assert gone(nap, within=20)
+        assert Path(private).exists()  # only a later sandbox can clean up after a killed client
+    else:
+        time.sleep(0.5)
+        assert processes_with(nap)
+    LocalSandbox(tmp_path / "later", confine=False).close()
+    assert gone(nap, within=20)
+    assert not private or not Path(private).exists()
+
+
+@pytest.mark.parametrize("mode", ["confined", "unconfined"])
+def test_a_client_that_exits_without_closing_ends_its_sandbox(tmp_path: Path, mode: str):
+    nap = unique_sleep()
+    client, private = start_client(tmp_path, mode, nap)
+    client.communicate("", timeout=60)
+    assert client.returncode == 0
+    assert gone(nap, within=20)
+    assert not private or not Path(private).exists()
+
+
+def test_tmux_meets_its_server_under_the_private_tmp(box: LocalSandbox):
+    from oc_repl.sandbox.terminal import TmuxTerminal
+
+    if run(box, "command -v tmux")[0] != 0:
+        pytest.skip("tmux is not installed")
+    terminal = TmuxTerminal(box, cwd=box.workdir, socket=f"oc-repl-test-{os.getpid()}")
+    try:
+        terminal.send_keys("echo from-tmux > made.txt\n")
+        made = box.root / "made.txt"
+        deadline = time.monotonic() + 20
+        while not (made.exists() and made.read_text() == "from-tmux\n") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert made.read_text() == "from-tmux\n"
+        assert run(box, "ls /tmp/tmux-$(id -u)")[1].strip() == f"oc-repl-test-{os.getpid()}"
+    finally:
+        terminal.close()
