@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import selectors
 import signal
@@ -144,10 +145,12 @@ def settings_args(settings: RunSettings) -> list[str]:
     return args
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+def _die_with_parent(parent: int) -> None:  # pragma: no cover - runs in the child between fork and exec
     """Linux: the child gets SIGTERM if its parent dies, so a killed bench leaves no run (or container) behind."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before the line above: no signal will come, so go now
+        os._exit(128 + signal.SIGTERM)
 
 
 class RunProcess:
@@ -181,7 +184,7 @@ class RunProcess:
             stderr=stderr if stderr is not None else subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
             env=env,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            preexec_fn=functools.partial(_die_with_parent, os.getpid()) if sys.platform == "linux" else None,
         )
         assert self.proc.stdout is not None
         self.stdout = self.proc.stdout

@@ -14,7 +14,7 @@ import pytest
 from oc_repl.bench.results import FAILURE_MODES, TrialResult, failure_mode, read_result, trial_dir, write_result
 from oc_repl.bench.stats import bootstrap_ci, pass_at_k, summarize
 from oc_repl.outcome import Status
-from tests.conftest import run_cli
+from tests.conftest import ROOT, cli_env, run_cli
 
 
 @pytest.mark.parametrize(
@@ -174,3 +174,24 @@ def test_13_3_result_fields_are_those_the_issue_lists():
     wanted |= {"tokens_in", "tokens_out", "parse_errors", "tool_calls_native", "tool_calls_salvaged", "wall_time_s"}
     wanted |= {"model", "server", "assets"}
     assert wanted <= fields
+
+
+@pytest.mark.parametrize(
+    ("extra", "told"),
+    [
+        (["--verify", "true"], "bench sets --verify for each trial itself"),
+        (["--sandbox", "local:."], "bench sets --sandbox"),
+        (["--protocol", "camel-terminal-toolkit,no-such"], "unknown protocol no-such"),
+    ],
+)
+def test_13_3_bench_refuses_what_it_sets_per_trial(tmp_path, extra, told):
+    proc = run_cli(["bench", str(ROOT / "examples" / "tasks"), "--out", str(tmp_path / "o"), *extra], tmp_path)
+    assert proc.returncode == 2 and told in " ".join(proc.stderr.split())
+    assert not (tmp_path / "o").exists()
+
+
+def test_13_3_bench_without_a_daemon_is_one_clear_error(tmp_path):
+    env = {**cli_env(tmp_path), "DOCKER_HOST": "unix:///nonexistent.sock"}
+    proc = run_cli(["bench", str(ROOT / "examples" / "tasks"), "--out", str(tmp_path / "o")], tmp_path, env=env)
+    assert proc.returncode == 6 and "DOCKER_HOST=unix:///nonexistent.sock" in " ".join(proc.stderr.split())
+    assert not (tmp_path / "o").exists()  # nothing recorded: no trial failed, none ran
