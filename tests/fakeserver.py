@@ -20,11 +20,12 @@ Many conversations at once (bench trials, each its own process): `"routes": [ROU
 request by what it holds, statelessly, so concurrent conversations never consume each other's replies.
 ROUTE = {"match": text in the request's first user message (a task's name or instruction), "tools": true | false
 (only requests that do / do not carry tools, i.e. camel vs terminus), "replies": [REPLY, ...]} serves
-`replies[turn]`, turn being how many replies the model already gave in the request's history (its assistant messages,
-or in camel's training history the `<tool_response>` blocks after the task). With `"variants": [{"replies": [...],
-"marker": TEXT}, ...]` instead of "replies", the conversations that start on the route take the variants in turn
-(round robin), and a later request continues the variant whose marker (text its replies make appear in the history,
-e.g. an `echo`) it holds; the first variant needs no marker. A request no route matches falls back to "replies".
+`replies[turn]`, turn being how many replies the model already gave in the request's history (its assistant
+messages, or in camel's training history the `<tool_response>` blocks after the task: one call a reply). With
+`"variants": [{"replies": [...], "marker": TEXT}, ...]` instead of "replies", the conversations that start on the
+route take the variants in turn (round robin), and a later request continues the variant whose marker (text its
+replies make appear in the history, e.g. an `echo`) it holds; the first variant needs no marker. A request no
+route matches falls back to "replies".
 """
 
 from __future__ import annotations
