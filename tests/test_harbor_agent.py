@@ -1,0 +1,82 @@
+"""The Harbor agent's settings and loading, with Harbor's own option parsing and preflight (no container)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib.util import find_spec
+
+import pytest
+
+from tests.conftest import ROOT
+
+HARBOR = find_spec("harbor") is not None
+
+
+def test_14_importing_oc_repl_harbor_imports_no_harbor():
+    code = "import sys, oc_repl.harbor; print('harbor' in sys.modules, 'oc_repl.integrations' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.stdout.split() == ["False", "False"], done.stderr
+
+
+@pytest.mark.skipif(HARBOR, reason="Harbor is installed here")
+def test_14_without_harbor_the_agent_says_how_to_install_it():
+    import oc_repl.harbor
+
+    with pytest.raises(ImportError, match=r"oc-repl\[harbor\]"):
+        oc_repl.harbor.OcRepl  # noqa: B018
+
+
+needs_harbor = pytest.mark.skipif(not HARBOR, reason="needs Harbor (Python >= 3.12): pip install '.[harbor]'")
+
+
+@pytest.fixture
+def agent_class(monkeypatch):
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "MY_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    import tests.harbor_support  # noqa: F401  (Harbor's settings for tests, before Harbor loads)
+    from oc_repl.harbor import OcRepl
+
+    return OcRepl
+
+
+@needs_harbor
+def test_14_ak_options_become_run_settings(agent_class, monkeypatch, tmp_path):
+    from oc_repl.integrations.harbor_agent import run_settings
+
+    monkeypatch.setenv("MY_KEY", "sk-from-harbors-environment")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://10.0.0.5:8000/v1")
+    # as `--ak protocol=terminus-json --ak max_turns=3 --ak temperature=0.2 --ak api_key_env=MY_KEY` parses them
+    kwargs = {"protocol": "terminus-json", "max_turns": 3, "temperature": 0.2, "api_key_env": "MY_KEY"}
+    agent = agent_class(logs_dir=tmp_path, model_name="openai/Qwen3-8B-OpenClaw-RL-iter215", **kwargs)
+    settings = run_settings(agent.options, agent._parsed_model_name)
+    assert (settings.protocol, settings.max_turns, settings.temperature) == ("terminus-json", 3, 0.2)
+    assert settings.model == "Qwen3-8B-OpenClaw-RL-iter215"  # the provider prefix is Harbor's, not the server's
+    assert settings.api_base == "http://10.0.0.5:8000/v1"  # OPENAI_BASE_URL, as `oc-repl run` takes it
+    assert settings.api_key == "sk-from-harbors-environment"
+    assert not settings.verify and not settings.verify_file  # Harbor judges the trial
+
+
+@needs_harbor
+def test_14_exact_applies_upstreams_settings(agent_class, tmp_path):
+    from oc_repl.integrations.harbor_agent import run_settings
+
+    agent = agent_class(logs_dir=tmp_path, model_name="m", exact=True)
+    settings = run_settings(agent.options, None)
+    assert (settings.exact, settings.max_turns, settings.sampling, settings.loop_limit) == (True, 10, "training", 0)
+
+
+@needs_harbor
+@pytest.mark.parametrize(
+    ("kwargs", "env", "problem"),
+    [
+        ({"exact": True, "temperature": 0.5}, {}, "--exact runs exactly as upstream"),
+        ({"bogus": 1}, {}, "Unknown option 'bogus'"),
+        ({"protocol": "camel-terminal-toolkit", "api_base": "ftp://x"}, {}, "api"),
+        ({}, {"OPENAI_API_KEY": "sk-secret"}, "task container"),
+    ],
+    ids=["exact-conflict", "unknown-option", "bad-api-base", "key-in-ae"],
+)
+def test_14_preflight_refuses_settings_before_any_trial(agent_class, kwargs, env, problem):
+    with pytest.raises(ValueError, match=problem):
+        agent_class.preflight(kwargs, env)
