@@ -137,7 +137,7 @@ def test_13_bench_killed_mid_way_finishes_only_the_missing_trials(serve, tmp_pat
         env=cli_env(tmp_path),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=(tmp_path / "bench-stderr.txt").open("wb"),
         cwd=tmp_path,
     )
     try:

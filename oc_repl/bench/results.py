@@ -110,6 +110,21 @@ def _exit_status(exit_code: int | None) -> Status:
     return Status.USAGE if exit_code == 2 else Status.INTERNAL_ERROR
 
 
+def _events(transcript: Path) -> list[dict[str, Any]]:
+    """The transcript's events as plain JSON (a line cut by a crash is skipped). Not the typed reader on purpose:
+    a signal that arrives while pydantic validates could surface as a bad line and be swallowed with it."""
+    events = []
+    if transcript.is_file():
+        for line in transcript.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                events.append(event)
+    return events
+
+
 def from_transcript(
     transcript: Path,
     *,
@@ -123,54 +138,44 @@ def from_transcript(
     task_format: str = "",
 ) -> TrialResult:
     """The trial's record as its transcript tells it; its exit says how it ended when the transcript cannot."""
-    from oc_repl.transcript import read_events
-
-    started = completed = verify = None
-    tokens_in = tokens_out = parse_errors = 0
-    error = ""
-    events = read_events(transcript, on_bad_line=lambda *_: None) if transcript.is_file() else iter(())
-    for event in events:
-        if event.type == "thread.started":
-            started = event
-        elif event.type == "turn.completed":
-            tokens_in += event.usage.input_tokens
-            tokens_out += event.usage.output_tokens
-        elif event.type == "item.completed" and event.item.type == "parse_error":
-            parse_errors += 1
-        elif event.type == "verify.completed":
-            verify = event
-        elif event.type == "error" and not event.retrying:
-            error = event.message
-        elif event.type == "thread.completed":
-            completed = event
-    status = Status(completed.status) if completed is not None else _exit_status(exit_code)
-    result = TrialResult(
+    by_type: dict[str, list[dict[str, Any]]] = {}
+    for event in _events(transcript):
+        by_type.setdefault(str(event.get("type")), []).append(event)
+    started = (by_type.get("thread.started") or [{}])[0]
+    completed = (by_type.get("thread.completed") or [None])[-1]
+    verify = (by_type.get("verify.completed") or [None])[-1]
+    usages = [e.get("usage") or {} for e in by_type.get("turn.completed", [])]
+    items = [e.get("item") or {} for e in by_type.get("item.completed", [])]
+    errors = [e for e in by_type.get("error", []) if not e.get("retrying") and e.get("kind") != "display"]
+    status = Status(completed["status"]) if completed else _exit_status(exit_code)
+    timed_out = bool(verify and verify.get("timed_out"))
+    return TrialResult(
         task=task,
         protocol=protocol,
         attempt=attempt,
         outcome=status.value,
-        failure_mode="" if status is Status.INTERRUPTED else failure_mode(status, bool(verify and verify.timed_out)),
+        failure_mode="" if status is Status.INTERRUPTED else failure_mode(status, timed_out),
         resolved=status is Status.VERIFIED,
         exit_code=exit_code,
         task_format=task_format,
-        tokens_in=tokens_in,
-        tokens_out=tokens_out,
-        parse_errors=parse_errors,
+        tests_passed=(verify or {}).get("tests_passed"),
+        tests_total=(verify or {}).get("tests_total"),
+        reward=(verify or {}).get("reward"),
+        turns=(completed or {}).get("turns", 0),
+        tokens_in=sum(u.get("input_tokens", 0) for u in usages),
+        tokens_out=sum(u.get("output_tokens", 0) for u in usages),
+        parse_errors=sum(item.get("type") == "parse_error" for item in items),
+        tool_calls_native=(completed or {}).get("tool_calls_native", 0),
+        tool_calls_salvaged=(completed or {}).get("tool_calls_salvaged", 0),
         wall_time_s=round(wall_time_s, 3),
         started_at=round(started_at, 3),
+        model=started.get("model", ""),
+        server=started.get("api_base", ""),
         image=image,
-        error=error,
+        exact=bool(started.get("exact")),
+        assets=[{k: a.get(k, "") for k in ("name", "sha256", "source")} for a in started.get("assets") or []],
+        error=errors[-1].get("message", "") if errors else "",
     )
-    if verify is not None:
-        result.tests_passed, result.tests_total, result.reward = verify.tests_passed, verify.tests_total, verify.reward
-    if completed is not None:
-        result.turns = completed.turns
-        result.tool_calls_native = completed.tool_calls_native
-        result.tool_calls_salvaged = completed.tool_calls_salvaged
-    if started is not None:
-        result.model, result.server, result.exact = started.model, started.api_base, started.exact
-        result.assets = [{"name": a.name, "sha256": a.sha256, "source": a.source} for a in started.assets]
-    return result
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -14,8 +14,9 @@ import json
 import os
 import selectors
 import shutil
+import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -131,6 +132,7 @@ class Bench:
         self.running: dict[int, Running] = {}
         self.images: dict[str, str | BuildError] = {}
         self.selector = selectors.DefaultSelector()
+        self.stop_signal = 0  # the signal that asked the bench to stop
 
     def _dir(self, trial: Trial) -> Path:
         return trial_dir(self.out, trial.task.name, trial.protocol, trial.attempt)
@@ -139,12 +141,14 @@ class Bench:
         """Runs every unfinished trial; 0 when all are finished, 130 when stopped (Ctrl-C, SIGTERM) before."""
         self.progress.begin(self.trials, list(self.finished.values()))
         try:
-            with signals.stoppable():
+            with self._stoppable():
                 while self.queue or self.running:
-                    while self.queue and len(self.running) < self.jobs:
+                    while self.queue and len(self.running) < self.jobs and not self.stop_signal:
                         self._start(self.queue.pop(0))
                     self._pump(timeout=0.25)
                     self.progress.refresh(list(self.running.values()))
+                    if self.stop_signal:
+                        raise KeyboardInterrupt(signal.Signals(self.stop_signal).name)
         except KeyboardInterrupt:
             with signals.deferred():
                 self._stop()
@@ -153,6 +157,24 @@ class Bench:
             self.progress.end()
             self.selector.close()
         return 0
+
+    @contextlib.contextmanager
+    def _stoppable(self) -> Iterator[None]:
+        """Ctrl-C, SIGTERM and SIGHUP stop the bench. Each is also remembered and checked every loop: an exception
+        a handler raises while a finalizer runs (a Popen's __del__, say) is printed and dropped by Python."""
+
+        def stop(signum: int, frame: Any) -> None:
+            self.stop_signal = signum
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+
+        # a SIGINT ignored when the bench started (started in the background) stays ignored
+        watched = [s for s in (signal.SIGINT, *signals.STOPS) if signal.getsignal(s) is not signal.SIG_IGN]
+        previous = {sig: signal.signal(sig, stop) for sig in watched}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
     # --- one trial --------------------------------------------------------------------------------------------
 
