@@ -132,14 +132,16 @@ def test_13_bench_killed_mid_way_finishes_only_the_missing_trials(serve, tmp_pat
     tasks = [str(ROOT / "examples/tasks/write-greeting"), str(ROOT / "examples/tasks/count-words")]
     args = ["bench", *tasks, "-k", "2", "--protocol", f"{CAMEL},{TERMINUS}", "-j", "2", "--out", str(out)]
     args += ["--api-base", server.url, "--retries", "0"]
-    bench = subprocess.Popen(
-        [sys.executable, "-m", "oc_repl", *args],
-        env=cli_env(tmp_path),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=(tmp_path / "bench-stderr.txt").open("wb"),
-        cwd=tmp_path,
-    )
+    log = tmp_path / "bench-stderr.txt"
+    with log.open("wb") as stderr:
+        bench = subprocess.Popen(
+            [sys.executable, "-m", "oc_repl", *args],
+            env=cli_env(tmp_path),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            cwd=tmp_path,
+        )
     try:
         deadline = time.monotonic() + 300
         while len(results(out)) < 2:
@@ -148,7 +150,7 @@ def test_13_bench_killed_mid_way_finishes_only_the_missing_trials(serve, tmp_pat
             time.sleep(0.05)
         # SIGKILL: the bench does nothing more, its running trials die with it; SIGTERM: it stops them and waits
         bench.send_signal(stop)
-        assert bench.wait(90) == (130 if stop == signal.SIGTERM else -signal.SIGKILL)
+        assert bench.wait(90) == (130 if stop == signal.SIGTERM else -signal.SIGKILL), log.read_text()
     finally:
         bench.kill()
     deadline = time.monotonic() + 60
