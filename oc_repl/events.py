@@ -137,6 +137,7 @@ class ThreadStarted:
     exact: bool = False
     assets: list[AssetInfo] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)
+    attempt: int = 1  # with `run --attempts N`: which of the attempts this thread is
 
 
 @event
@@ -222,6 +223,7 @@ class VerifyCompleted:
     failed_tests: list[str] = field(default_factory=list)
     output_tail: str = ""
     timed_out: bool = False
+    reward: float | None = None  # what a Harbor task's tests wrote to /logs/verifier (1 = resolved)
 
 
 @event
@@ -236,6 +238,8 @@ class ThreadCompleted:
     tool_calls_salvaged: int = 0
     kept_container: str = ""  # a container left running on purpose (--keep)
     transcript: str = ""  # where this run's transcript is
+    attempt: int = 1  # with `run --attempts N`: the attempt this outcome belongs to
+    attempts: int = 1  # how many attempts were allowed
 
 
 @event

@@ -89,33 +89,14 @@ def _unconfined_consent(settings: RunSettings, why: str) -> None:
 def _sandbox_options(settings: RunSettings) -> dict[str, Any]:
     if settings.sandbox.startswith("docker-image:"):
         options = {"workdir": settings.workdir, "network": settings.docker_network, "keep": settings.keep}
-        return options | ({"lifetime": container_lifetime(settings.timeout, settings)} if settings.timeout else {})
+        if settings.timeout:  # else the driver's default (a day): long enough for a working session in the shell
+            from oc_repl.sandbox.docker_lifetime import for_run
+
+            options["lifetime"] = for_run(settings.timeout, settings.verify_timeout)
+        return options
     if settings.sandbox.startswith("docker:"):
         return {"workdir": settings.workdir}
     return {"confine": settings.confine, "network": settings.network}
-
-
-def container_lifetime(agent_timeout: float, settings: RunSettings) -> float:
-    """How long a container made for one run may live: the agent's time, the verifier's, and slack for the rest.
-    Without a time limit it keeps the driver's default (a day), long enough for a working session in the shell."""
-    return agent_timeout + settings.verify_timeout + 600
-
-
-def _task_dir_parts(settings: RunSettings, instruction: str) -> tuple[Task, Sandbox, Any]:
-    """A terminal-bench task dir brings the instruction, the image to run in and the tests that judge it."""
-    from oc_repl.sandbox import open_sandbox
-    from oc_repl.tasks.tb import TaskVerifier, build_image, load_task_dir
-
-    assert settings.task is not None
-    if instruction or settings.verify or settings.verify_file:
-        raise UsageError("--task brings its own instruction and tests; drop the instruction and --verify")
-    task_dir = load_task_dir(settings.task)
-    image = settings.image or build_image(task_dir)
-    sandbox = open_sandbox(
-        f"docker-image:{image}", workdir=settings.workdir, network=settings.docker_network, keep=settings.keep
-    )
-    verifier = TaskVerifier(task_dir, cwd=sandbox.image_workdir)  # type: ignore[attr-defined]
-    return Task(name=settings.task_name or task_dir.name, instruction=task_dir.instruction), sandbox, verifier
 
 
 def command_verifier(settings: RunSettings) -> Verifier | None:
@@ -132,6 +113,7 @@ class TaskResult:
     final_answer: str = ""
     verify: ev.VerifyCompleted | None = None
     turns: int = 0
+    attempt: int = 1  # which attempt this was (`run --attempts N`)
 
     @property
     def exit_code(self) -> int:
@@ -165,6 +147,7 @@ class Session:
         self.transcript_path = ""  # named in thread.completed, when the caller keeps one
         self.task_agent_timeout: float | None = None  # a task directory's own limit for the agent
         self.terminated = False  # a SIGTERM or SIGHUP stopped a run: the interactive shell leaves too
+        self.attempt, self.attempts = 1, 1  # named in thread.started and thread.completed (`run --attempts N`)
 
     def _on_retry(self, message: str, attempt: int) -> None:
         total = self.settings.retries + 1
@@ -263,9 +246,11 @@ class Session:
                     tool_calls_salvaged=self.client.salvaged_calls - calls_before[1],
                     kept_container=kept,
                     transcript=self.transcript_path,
+                    attempt=self.attempt,
+                    attempts=self.attempts,
                 )
             )
-        return TaskResult(status, outcome.final_answer, verify, outcome.turns)
+        return TaskResult(status, outcome.final_answer, verify, outcome.turns, self.attempt)
 
     def _run(self, instruction: str) -> Outcome:
         task = self._task(instruction)
@@ -305,8 +290,10 @@ class Session:
 
     def _task(self, instruction: str) -> Task:
         if self.settings.task is not None and self.sandbox is None:
-            task, self.sandbox, self.verifier = _task_dir_parts(self.settings, instruction)
-            self.task_agent_timeout = self.verifier.task.max_agent_timeout_sec  # type: ignore[attr-defined]
+            from oc_repl.tasks.model import open_task
+
+            task, self.sandbox, self.verifier, task_dir = open_task(self.settings, instruction)
+            self.task_agent_timeout = task_dir.agent_timeout_sec
             return task
         if not instruction.strip():
             raise UsageError("no task given", hint='oc-repl run "what to do"  (or --task DIR)')
@@ -334,4 +321,5 @@ class Session:
                 "max_turns": s.max_turns,
                 "follow_up": self.tasks_run > 0,
             },
+            attempt=self.attempt,
         )

@@ -15,6 +15,17 @@ reset (the socket is reset mid-stream), drop_stream (200, then the socket closes
 out byte for byte), delay. The script's `models_body` replaces the answer to GET /models. Each recorded
 request carries `received` (the server's time.perf_counter() on arrival) and `client_port`.
 Run `python -m tests.fakeserver SCRIPT.json [--requests-log F] [--port-file F]` to serve until killed.
+
+Many conversations at once (bench trials, each its own process): `"routes": [ROUTE, ...]` picks the replies of a
+request by what it holds, statelessly, so concurrent conversations never consume each other's replies.
+ROUTE = {"match": text in the request's first user message (a task's name or instruction), "tools": true | false
+(only requests that do / do not carry tools, i.e. camel vs terminus), "replies": [REPLY, ...]} serves
+`replies[turn]`, turn being how many replies the model already gave in the request's history (its assistant
+messages, or in camel's training history the `<tool_response>` blocks after the task: one call a reply). With
+`"variants": [{"replies": [...], "marker": TEXT}, ...]` instead of "replies", the conversations that start on the
+route take the variants in turn (round robin), and a later request continues the variant whose marker (text its
+replies make appear in the history, e.g. an `echo`) it holds; the first variant needs no marker. A request no
+route matches falls back to "replies".
 """
 
 from __future__ import annotations
@@ -295,7 +306,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(404, _error_body(404, f"no route {self.path}"))
         if not isinstance(body, dict):
             return self._json(400, _error_body(400, "request body is not JSON"))
-        reply, script = fake._next_reply(), fake.script
+        reply, script = fake._next_reply(body), fake.script
         if reply is None:
             return self._json(500, _error_body(500, "script exhausted"))
         flavour, stream = script.get("flavour", "sglang"), bool(body.get("stream"))
@@ -393,6 +404,28 @@ def _usage(body: dict[str, Any], out: dict[str, Any], reply: dict[str, Any]) -> 
     return {**usage, **(reply.get("usage") or {})}
 
 
+def _text(content: Any) -> str:
+    if isinstance(content, list):  # content parts
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return str(content or "")
+
+
+def conversation_turn(body: dict[str, Any]) -> int:
+    """How many replies the model already gave in this conversation, read off the request's history."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    said = sum(1 for m in messages if m.get("role") == "assistant")
+    results = sum(_text(m.get("content")).count("<tool_response>") for m in messages if m.get("role") == "user")
+    return said + results
+
+
+def _route_matches(route: dict[str, Any], body: dict[str, Any]) -> bool:
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    first_user = next((_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
+    if "tools" in route and bool(body.get("tools")) != bool(route["tools"]):
+        return False
+    return str(route.get("match", "")) in first_user
+
+
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     fake: FakeServer
@@ -411,6 +444,7 @@ class FakeServer:
         self._port = port
         self._lock = threading.Lock()
         self._served = 0
+        self._route_starts: dict[int, int] = {}
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
         self._httpd: _HTTPServer | None = None
@@ -448,13 +482,33 @@ class FakeServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _next_reply(self) -> dict[str, Any] | None:
+    def _next_reply(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        for number, route in enumerate(self.script.get("routes") or []):
+            if _route_matches(route, body):
+                return self._route_reply(number, route, body)
         replies = self.script.get("replies") or []
         with self._lock:
             n = self._served
             self._served += 1
         if n < len(replies):
             return replies[n]
+        return replies[-1] if replies and self.script.get("cycle") else None
+
+    def _route_reply(self, number: int, route: dict[str, Any], body: dict[str, Any]) -> dict[str, Any] | None:
+        turn = conversation_turn(body)
+        variants = route.get("variants") or [{"replies": route.get("replies") or []}]
+        if turn == 0:
+            with self._lock:
+                started = self._route_starts.get(number, 0)
+                self._route_starts[number] = started + 1
+            variant = variants[started % len(variants)]
+        else:
+            history = json.dumps(body.get("messages"), ensure_ascii=False)
+            marked = [v for v in variants if v.get("marker") and v["marker"] in history]
+            variant = marked[0] if marked else variants[0]
+        replies = variant["replies"]
+        if turn < len(replies):
+            return replies[turn]
         return replies[-1] if replies and self.script.get("cycle") else None
 
     def _record(self, method: str, path: str, body: Any, headers: Any, received: float, port: int) -> None:

@@ -169,15 +169,21 @@ def _settings_or_exit(params: dict[str, Any]) -> Any:
     help="A terminal-bench task directory: its image, instruction and tests.",
 )
 @click.option("--image", help="With --task: use this image instead of building the task's Dockerfile.")
+@click.option(
+    "--attempts",
+    type=click.IntRange(min=1),
+    default=1,
+    help="Repeat until verified, at most N times, each in a fresh container (--task or docker-image: sandboxes).",
+)
 @click.argument("instruction", nargs=-1)
 @click.pass_context
-def run(ctx: click.Context, instruction: tuple[str, ...], **params: Any) -> None:
+def run(ctx: click.Context, instruction: tuple[str, ...], attempts: int, **params: Any) -> None:
     """Run one task; stdout gets the final answer, the exit code the outcome."""
     from oc_repl.cli.run import run_task
 
     # typed flags (here or before `run`) > environment > file > defaults
     given = {**{k: v for k, v in params.items() if v is not None}, **(ctx.obj or {}), **_typed(ctx, params)}
-    sys.exit(run_task(_settings_or_exit(given), " ".join(instruction)))
+    sys.exit(run_task(_settings_or_exit(given), " ".join(instruction), attempts))
 
 
 @main.command()
@@ -204,3 +210,10 @@ def show(transcript: Path) -> None:
 
 main.add_command(doctor)
 main.add_command(protocols)
+
+# bench reuses run_options, so it is imported once they exist
+from oc_repl.cli.bench import bench  # noqa: E402
+from oc_repl.cli.export import export  # noqa: E402
+
+main.add_command(bench)
+main.add_command(export)

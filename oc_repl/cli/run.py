@@ -10,7 +10,7 @@ from typing import Any
 from oc_repl.cli.report import report_error
 from oc_repl.config import RunSettings
 from oc_repl.errors import OcReplError, UsageError
-from oc_repl.session import Fanout, Session
+from oc_repl.session import Fanout
 
 
 def open_transcript(settings: RunSettings, thread: str) -> Any:
@@ -34,15 +34,20 @@ def renderer_for(settings: RunSettings) -> Callable[[Any], None]:
     return HumanRenderer()
 
 
-def run_task(settings: RunSettings, instruction: str) -> int:
+def run_task(settings: RunSettings, instruction: str, attempts: int = 1) -> int:
+    from oc_repl.api import check_attempts, run_attempts
+
     try:
+        check_attempts(settings, attempts)
         transcript = open_transcript(settings, uuid.uuid4().hex[:12])
-        session = Session(settings, Fanout(transcript, renderer_for(settings)))
     except OcReplError as exc:
         return report_error(exc)
-    session.transcript_path = str(transcript.path)
     try:
-        result = session.run(instruction, close_after=True)
+        result = run_attempts(
+            settings, instruction, Fanout(transcript, renderer_for(settings)), attempts, str(transcript.path)
+        )
+    except OcReplError as exc:
+        return report_error(exc)
     finally:
         transcript.close()
     try:
@@ -59,5 +64,7 @@ def run_task(settings: RunSettings, instruction: str) -> int:
 
         silence_stdout()
     if not settings.json_output:
+        if attempts > 1:
+            sys.stderr.write(f"attempt {result.attempt} of at most {attempts}: {result.status}\n")
         sys.stderr.write(f"transcript: {transcript.path}  (replay: oc-repl show {transcript.path})\n")
     return result.exit_code

@@ -151,7 +151,7 @@ class OcRepl(BaseAgent):
         assert isinstance(self.options, OcReplOptions)
         settings = run_settings(self.options, self._parsed_model_name)
         if settings.task_name is None and getattr(environment, "environment_name", None):
-            settings = settings.model_copy(update={"task_name": environment.environment_name})
+            settings = settings.replace(task_name=environment.environment_name)
         logs = Path(self.logs_dir).resolve()
         logs.mkdir(parents=True, exist_ok=True)
         loop = asyncio.get_running_loop()

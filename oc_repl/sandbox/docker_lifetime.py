@@ -47,3 +47,8 @@ def sweep(api: Any, now: float) -> list[str]:
                 api.remove_container(info["Id"], force=True)
                 removed.append(((info.get("Names") or ["?"])[0]).lstrip("/"))
     return removed
+
+
+def for_run(agent_seconds: float, verifier_seconds: float) -> float:
+    """The lifetime of a container made for one run: the agent's time, the verifier's, and slack for the rest."""
+    return agent_seconds + verifier_seconds + 600

@@ -1,4 +1,4 @@
-"""terminal-bench task directories: instruction and limits from task.yaml, tests run after the agent."""
+"""terminal-bench 1.x task directories: instruction and limits from task.yaml, tests run after the agent."""
 
 from __future__ import annotations
 
@@ -8,23 +8,14 @@ from pathlib import Path
 
 from oc_repl.errors import UsageError
 from oc_repl.events import VerifyCompleted
+from oc_repl.tasks.image import build_image
+from oc_repl.tasks.model import TaskDir, seconds
 from oc_repl.tasks.verify import TAIL_BYTES, parse_pytest_summary
 from oc_repl.types import Sandbox
 
+__all__ = ["TESTS_DEST", "TaskDir", "TaskVerifier", "build_image", "load_task_dir"]
+
 TESTS_DEST = "/tests"
-
-
-@dataclass
-class TaskDir:
-    path: Path
-    name: str
-    instruction: str
-    max_agent_timeout_sec: float = 360.0
-    max_test_timeout_sec: float = 60.0
-
-    @property
-    def dockerfile(self) -> Path:
-        return self.path / "Dockerfile"
 
 
 def load_task_dir(path: Path) -> TaskDir:
@@ -45,20 +36,17 @@ def load_task_dir(path: Path) -> TaskDir:
     for needed in ("run-tests.sh", "tests"):
         if not (path / needed).exists():
             raise UsageError(f"task {path.name} has no {needed}")
+    path = path.resolve()
     return TaskDir(
-        path=path.resolve(),
-        name=path.resolve().name,
+        path=path,
+        name=path.name,
         instruction=instruction,
-        max_agent_timeout_sec=_seconds(data, "max_agent_timeout_sec", 360.0, spec),
-        max_test_timeout_sec=_seconds(data, "max_test_timeout_sec", 60.0, spec),
+        format="terminal-bench",
+        agent_timeout_sec=seconds(data.get("max_agent_timeout_sec"), str(spec), "max_agent_timeout_sec", 360.0),
+        test_timeout_sec=seconds(data.get("max_test_timeout_sec"), str(spec), "max_test_timeout_sec", 60.0),
+        context=path,
+        dockerfile=path / "Dockerfile",
     )
-
-
-def _seconds(data: dict, key: str, default: float, spec: Path) -> float:
-    value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
-        raise UsageError(f"{spec}: {key} must be a positive number of seconds, not {value!r}")
-    return float(value)
 
 
 @dataclass
@@ -78,7 +66,7 @@ class TaskVerifier:
         for item in sorted((self.task.path / "tests").iterdir()):  # flattened into /tests, as upstream does
             sandbox.put(item, f"{TESTS_DEST}/{item.name}")
         command = f"TEST_DIR={TESTS_DEST} bash {shlex.quote(TESTS_DEST + '/run-tests.sh')}"
-        timeout = self.timeout or self.task.max_test_timeout_sec
+        timeout = self.timeout or self.task.test_timeout_sec
         result = sandbox.exec(command, timeout=timeout, cwd=self.cwd, user="root")
         text = result.output.decode("utf-8", "replace")
         summary = parse_pytest_summary(text)
@@ -93,50 +81,3 @@ class TaskVerifier:
             output_tail=text[-TAIL_BYTES:],
             timed_out=result.timed_out,
         )
-
-
-def _base_images(dockerfile: Path) -> list[str]:
-    bases, stages = [], set()
-    for line in dockerfile.read_text(encoding="utf-8").splitlines():
-        words = line.split()
-        if len(words) >= 2 and words[0].upper() == "FROM":
-            args = [w for w in words[1:] if not w.startswith("--")]
-            # `FROM ${BASE}` names its image only once the build substitutes the ARG: the build itself checks it
-            if args and args[0] not in stages and args[0].lower() != "scratch" and "$" not in args[0]:
-                bases.append(args[0])
-            if len(args) >= 3 and args[1].upper() == "AS":
-                stages.add(args[2])
-    return bases
-
-
-def build_image(task: TaskDir, pull: bool = False) -> str:
-    """Build the task's Dockerfile with the Engine API; a base image that is not here is an error, not a hang."""
-    import docker
-
-    from oc_repl.errors import SandboxError
-    from oc_repl.sandbox.docker import connect
-
-    if not task.dockerfile.is_file():
-        raise UsageError(f"task {task.name} has no Dockerfile", hint="pass --image to use an existing image")
-    client = connect()
-    if not pull:
-        for base in _base_images(task.dockerfile):
-            try:
-                client.images.get(base)
-            except docker.errors.ImageNotFound as exc:
-                raise SandboxError(
-                    f"task {task.name} builds FROM {base}, which is not available locally",
-                    hint=f"make {base} available to this daemon first (docker build -t {base} ..., or docker load), "
-                    "then run again: the task's Dockerfile builds on it",
-                ) from exc
-            except docker.errors.APIError as exc:  # e.g. a name the daemon cannot parse
-                raise SandboxError(f"task {task.name} builds FROM {base}: {exc.explanation or exc}") from exc
-    tag = f"oc-repl-task-{task.name.lower()}:latest"
-    try:
-        client.images.build(path=str(task.path), tag=tag, rm=True, pull=pull)
-    except docker.errors.BuildError as exc:
-        tail = "".join(str(chunk.get("stream") or chunk.get("error") or "") for chunk in list(exc.build_log)[-15:])
-        raise SandboxError(f"building the image of task {task.name} failed: {exc.msg}", hint=tail.strip()) from exc
-    except docker.errors.APIError as exc:
-        raise SandboxError(f"building the image of task {task.name} failed: {exc.explanation or exc}") from exc
-    return tag

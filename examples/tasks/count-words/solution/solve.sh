@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -w < /app/notes.txt > /app/count.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i 's/"debug": false,/"debug": false/' /app/config.json

@@ -1,0 +1,265 @@
+"""The Python API: what `oc-repl run`, `oc-repl bench` and the shell are built on, kept thin over `Session`.
+
+    from oc_repl import Settings, load_task, run_task, iter_events
+
+    settings = Settings(api_base="http://127.0.0.1:30000/v1", sandbox="docker-image:python:3.12")
+    result = run_task("create hello.txt", settings=settings, on_event=print)   # in this process
+    result.status, result.exit_code, result.verify, result.attempt
+
+    for event in iter_events(task=load_task("examples/tasks/write-greeting"), settings=settings):
+        ...                                  # typed events of a run in a process of its own, as they happen
+
+`run_task` runs in the calling thread; the agent's time limits (`timeout`, a task's agent timeout) are enforced only
+in the main thread, where signals arrive. `iter_events` runs `oc-repl run --json` as a child process, which enforces
+them wherever it is called from, and isolates a crash: `bench` runs every trial that way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import os
+import selectors
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from oc_repl.config import FIELDS, RunSettings, validate
+from oc_repl.errors import OcReplError, UsageError
+from oc_repl.events import parse_event
+from oc_repl.outcome import Status
+from oc_repl.session import Fanout, Session, TaskResult
+from oc_repl.tasks.model import TaskDir, load_task
+
+Settings = RunSettings
+__all__ = ["RunProcess", "Settings", "TaskDir", "TaskResult", "iter_events", "load_task", "run_attempts", "run_task"]
+
+# An attempt that ended this way says nothing about the model: repeating it would end the same way.
+STOPS_ATTEMPTS = frozenset({Status.USAGE, Status.BUILD_ERROR, Status.INTERRUPTED, Status.INTERNAL_ERROR})
+
+
+def explicit(settings: RunSettings) -> dict[str, Any]:
+    """The values of `settings` that were given (by a flag, the environment, a file) or differ from the defaults:
+    a `Settings(...)` built in Python names what it sets only by its values."""
+    return {
+        name: getattr(settings, name)
+        for name, spec in FIELDS.items()
+        if name in settings.given or getattr(settings, name) != spec.default
+    }
+
+
+def _with_task(settings: RunSettings | None, task: TaskDir | Path | str | None) -> RunSettings:
+    """The settings validated as the command line validates them, with the task dir set when one is given."""
+    values = explicit(settings or RunSettings())
+    if task is not None:
+        values["task"] = task.path if isinstance(task, TaskDir) else Path(task)
+    return validate(values)
+
+
+def check_attempts(settings: RunSettings, attempts: int) -> None:
+    """Repeating needs a verdict to repeat for and a sandbox that starts afresh each time."""
+    if attempts < 1:
+        raise UsageError(f"attempts must be at least 1, not {attempts}")
+    if attempts == 1:
+        return
+    if settings.task is None and not (settings.verify or settings.verify_file):
+        raise UsageError("--attempts repeats a run until it is verified: give --task, --verify or --verify-file")
+    if settings.task is None and not settings.sandbox.startswith("docker-image:"):
+        raise UsageError(
+            f"--attempts needs a sandbox that starts afresh for every attempt, which {settings.sandbox} does not",
+            hint="use --task DIR or --sandbox docker-image:IMAGE (a new container per attempt)",
+        )
+
+
+def run_attempts(
+    settings: RunSettings, instruction: str, emit: Callable[[Any], None], attempts: int = 1, transcript_path: str = ""
+) -> TaskResult:
+    """Attempts in fresh sandboxes until one is verified; each is a thread of its own in the event stream, and the
+    last `thread.completed` names the attempt that decided. A task's image is built once, for the first attempt."""
+    from oc_repl.tasks.image import image_tag
+
+    check_attempts(settings, attempts)
+    result = TaskResult(Status.INTERNAL_ERROR)
+    for attempt in range(1, attempts + 1):
+        session = Session(settings, emit)
+        session.transcript_path = transcript_path
+        session.attempt, session.attempts = attempt, attempts
+        result = session.run(instruction, close_after=True)
+        if result.status is Status.VERIFIED or result.status in STOPS_ATTEMPTS or session.terminated:
+            break
+        if settings.task is not None and settings.image is None:
+            settings = settings.replace(image=image_tag(load_task(settings.task)))
+    return result
+
+
+def run_task(
+    instruction: str = "",
+    *,
+    task: TaskDir | Path | str | None = None,
+    settings: RunSettings | None = None,
+    attempts: int = 1,
+    on_event: Callable[[Any], None] | None = None,
+    transcript: Path | None = None,
+) -> TaskResult:
+    """One run in this process: an instruction (in `settings.sandbox`) or a task directory; typed result."""
+    from oc_repl.transcript import TranscriptWriter
+
+    settings = _with_task(settings, task)
+    writer = TranscriptWriter(transcript, secrets=(settings.api_key,)) if transcript else None
+    sinks = [sink for sink in (writer, on_event) if sink is not None]
+    try:
+        return run_attempts(settings, instruction, Fanout(*sinks), attempts, str(transcript or ""))
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+# --- runs in a process of their own ----------------------------------------------------------------------------------
+
+_UNFORWARDED = {"api_key", "json_output", "transcript", "task", "image"}  # the key goes by environment, never argv
+
+
+def settings_args(settings: RunSettings) -> list[str]:
+    """The command-line flags of `oc-repl run` that reproduce every explicitly set value of `settings`."""
+    import click
+
+    from oc_repl.cli import run as run_command
+
+    values = {k: v for k, v in explicit(settings).items() if k not in _UNFORWARDED}
+    args: list[str] = []
+    for param in run_command.params:
+        value = values.get(param.name or "")
+        if not isinstance(param, click.Option) or value is None:
+            continue
+        flag = next(o for o in param.opts if o.startswith("--"))
+        if param.is_flag and param.secondary_opts:
+            args.append(flag if value else param.secondary_opts[0])
+        elif param.is_flag:
+            args.extend([flag] if value else [])
+        else:
+            args.extend([flag, str(value)])
+    return args
+
+
+def _die_with_parent(parent: int) -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Linux: the child gets SIGTERM if its parent dies, so a killed bench leaves no run (or container) behind."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before the line above: no signal will come, so go now
+        os._exit(128 + signal.SIGTERM)
+
+
+class RunProcess:
+    """`oc-repl run --json` as a child process. Its stdout lines are read without blocking (`read_lines`) or as they
+    come (`lines`, `events`); `terminate` stops it as SIGTERM does any run: cleaned up, outcome `interrupted`."""
+
+    def __init__(
+        self,
+        settings: RunSettings,
+        instruction: str = "",
+        *,
+        transcript: Path | None = None,
+        image: str | None = None,
+        attempts: int = 1,
+        stderr: IO[bytes] | None = None,
+    ) -> None:
+        argv = [sys.executable, "-m", "oc_repl", "run", "--json", *settings_args(settings)]
+        if settings.task is not None:
+            argv += ["--task", str(settings.task)]
+        if image or settings.image:
+            argv += ["--image", str(image or settings.image)]
+        if transcript is not None:
+            argv += ["--transcript", str(transcript)]
+        if attempts != 1:
+            argv += ["--attempts", str(attempts)]
+        argv += ["--", instruction] if instruction else []
+        env = {**os.environ, "OPENAI_API_KEY": settings.api_key}
+        self.proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=stderr if stderr is not None else subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            preexec_fn=functools.partial(_die_with_parent, os.getpid()) if sys.platform == "linux" else None,
+        )
+        assert self.proc.stdout is not None
+        self.stdout = self.proc.stdout
+        self._partial = b""
+        self.eof = False
+
+    def fileno(self) -> int:
+        return self.stdout.fileno()
+
+    def read_lines(self) -> list[str]:
+        """The complete lines available now (call when the pipe is readable); `eof` turns true at its end."""
+        data = os.read(self.fileno(), 1 << 16)
+        if not data:
+            self.eof = True
+            data, self._partial = self._partial, b""
+            return [data.decode("utf-8", "replace")] if data.strip() else []
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        return [line.decode("utf-8", "replace") for line in lines if line.strip()]
+
+    def lines(self) -> Iterator[str]:
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.stdout, selectors.EVENT_READ)
+            while not self.eof:
+                selector.select()
+                yield from self.read_lines()
+
+    def events(self) -> Iterator[Any]:
+        for line in self.lines():
+            yield parse_event(line)
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.proc.wait(timeout)
+
+    def terminate(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+
+    def close(self) -> None:
+        """Stops the run if it still goes on, and waits for its cleanup."""
+        self.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(60)
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.stdout.close()
+
+
+def iter_events(
+    instruction: str = "",
+    *,
+    task: TaskDir | Path | str | None = None,
+    settings: RunSettings | None = None,
+    attempts: int = 1,
+    transcript: Path | None = None,
+) -> Iterator[Any]:
+    """The typed events of one run in a child process, as they happen; leaving the loop early stops the run."""
+    import tempfile
+
+    settings = _with_task(settings, task)
+    check_attempts(settings, attempts)
+    with tempfile.TemporaryFile() as stderr:
+        run = RunProcess(settings, instruction, transcript=transcript, attempts=attempts, stderr=stderr)
+        ended = False
+        try:
+            for event in run.events():
+                ended = ended or event.type == "thread.completed"
+                yield event
+            code = run.wait()
+        finally:
+            run.close()
+        if not ended:  # it stopped before its first thread began (a usage error, a crash): say why, not nothing
+            stderr.seek(0)
+            why = stderr.read().decode("utf-8", "replace").strip() or f"exit {code}"
+            raise (UsageError if code == 2 else OcReplError)(f"the run did not start: {why}")

@@ -1,0 +1,217 @@
+"""A trial's record: `result.json`, derived from its transcript and its process's exit, written atomically.
+
+DIR/trials/<task>/<protocol>/<n>/ holds `transcript.jsonl`, `stderr.txt` and, once the trial is over, `result.json`.
+A trial without a result.json is unfinished: a re-run with the same --out runs it again from scratch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from oc_repl.outcome import Status
+
+SCHEMA = "oc-repl-bench/1"
+TRANSCRIPT, RESULT, STDERR = "transcript.jsonl", "result.json", "stderr.txt"
+
+# terminal-bench's names where it has one; one per way a trial can end.
+FAILURE_MODES = (
+    "resolved",
+    "unresolved",
+    "agent_timeout",
+    "test_timeout",
+    "parse_error",
+    "turn_cap",
+    "loop",
+    "context_length_exceeded",
+    "server_error",
+    "sandbox_error",
+    "build_error",
+    "usage_error",
+    "internal_error",
+)
+_BY_STATUS = {
+    Status.VERIFIED: "resolved",
+    Status.VERIFY_FAILED: "unresolved",
+    Status.DONE: "unresolved",
+    Status.AGENT_TIMEOUT: "agent_timeout",
+    Status.PARSE_ERRORS: "parse_error",
+    Status.TURN_CAP: "turn_cap",
+    Status.LOOP: "loop",
+    Status.CONTEXT_LENGTH: "context_length_exceeded",
+    Status.SERVER_ERROR: "server_error",
+    Status.SANDBOX_ERROR: "sandbox_error",
+    Status.BUILD_ERROR: "build_error",
+    Status.USAGE: "usage_error",
+    Status.INTERNAL_ERROR: "internal_error",
+}
+
+
+def failure_mode(status: Status, verify_timed_out: bool = False) -> str:
+    """How a trial ended, in the one vocabulary the report counts. A verifier killed at its timeout is the tests'
+    failure (test_timeout) whatever the agent did; otherwise the run's outcome names it."""
+    if status is Status.VERIFIED:
+        return "resolved"
+    if verify_timed_out:
+        return "test_timeout"
+    if status is Status.INTERRUPTED:
+        raise ValueError("an interrupted trial is unfinished: it has no failure mode")
+    return _BY_STATUS[status]
+
+
+@dataclass
+class TrialResult:
+    task: str
+    protocol: str
+    attempt: int
+    outcome: str  # an oc_repl.outcome.Status value
+    failure_mode: str
+    resolved: bool
+    exit_code: int | None
+    task_format: str = ""
+    tests_passed: int | None = None
+    tests_total: int | None = None
+    reward: float | None = None
+    turns: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    parse_errors: int = 0
+    tool_calls_native: int = 0
+    tool_calls_salvaged: int = 0
+    wall_time_s: float = 0.0
+    started_at: float = 0.0  # Unix time
+    model: str = ""
+    server: str = ""
+    image: str = ""
+    exact: bool = False
+    assets: list[dict[str, str]] = field(default_factory=list)  # name, sha256, source of each asset the model saw
+    error: str = ""  # the last error event's message, if any
+    transcript: str = TRANSCRIPT  # relative to the trial's directory; "" when no run started (build_error)
+    schema: str = SCHEMA
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialResult:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def trial_dir(out: Path, task: str, protocol: str, attempt: int) -> Path:
+    return out / "trials" / task / protocol / str(attempt)
+
+
+def _exit_status(exit_code: int | None) -> Status:
+    """The outcome of a run that ended without saying so (killed, crashed before its first event)."""
+    if exit_code is None or exit_code < 0 or exit_code == 130:
+        return Status.INTERRUPTED  # a signal: the trial did not end on its own
+    return Status.USAGE if exit_code == 2 else Status.INTERNAL_ERROR
+
+
+def _events(transcript: Path) -> list[dict[str, Any]]:
+    """The transcript's events as plain JSON (a line cut by a crash is skipped). Not the typed reader on purpose:
+    a signal that arrives while pydantic validates could surface as a bad line and be swallowed with it."""
+    events = []
+    if transcript.is_file():
+        for line in transcript.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                events.append(event)
+    return events
+
+
+def from_transcript(
+    transcript: Path,
+    *,
+    task: str,
+    protocol: str,
+    attempt: int,
+    exit_code: int | None,
+    wall_time_s: float,
+    started_at: float,
+    image: str = "",
+    task_format: str = "",
+) -> TrialResult:
+    """The trial's record as its transcript tells it; its exit says how it ended when the transcript cannot."""
+    by_type: dict[str, list[dict[str, Any]]] = {}
+    for event in _events(transcript):
+        by_type.setdefault(str(event.get("type")), []).append(event)
+    started = (by_type.get("thread.started") or [{}])[0]
+    completed = (by_type.get("thread.completed") or [None])[-1]
+    verify = (by_type.get("verify.completed") or [None])[-1]
+    usages = [e.get("usage") or {} for e in by_type.get("turn.completed", [])]
+    items = [e.get("item") or {} for e in by_type.get("item.completed", [])]
+    errors = [e for e in by_type.get("error", []) if not e.get("retrying") and e.get("kind") != "display"]
+    status = Status(completed["status"]) if completed else _exit_status(exit_code)
+    timed_out = bool(verify and verify.get("timed_out"))
+    return TrialResult(
+        task=task,
+        protocol=protocol,
+        attempt=attempt,
+        outcome=status.value,
+        failure_mode="" if status is Status.INTERRUPTED else failure_mode(status, timed_out),
+        resolved=status is Status.VERIFIED,
+        exit_code=exit_code,
+        task_format=task_format,
+        tests_passed=(verify or {}).get("tests_passed"),
+        tests_total=(verify or {}).get("tests_total"),
+        reward=(verify or {}).get("reward"),
+        turns=(completed or {}).get("turns", 0),
+        tokens_in=sum(u.get("input_tokens", 0) for u in usages),
+        tokens_out=sum(u.get("output_tokens", 0) for u in usages),
+        parse_errors=sum(item.get("type") == "parse_error" for item in items),
+        tool_calls_native=(completed or {}).get("tool_calls_native", 0),
+        tool_calls_salvaged=(completed or {}).get("tool_calls_salvaged", 0),
+        wall_time_s=round(wall_time_s, 3),
+        started_at=round(started_at, 3),
+        model=started.get("model", ""),
+        server=started.get("api_base", ""),
+        image=image,
+        exact=bool(started.get("exact")),
+        assets=[{k: a.get(k, "") for k in ("name", "sha256", "source")} for a in started.get("assets") or []],
+        error=errors[-1].get("message", "") if errors else "",
+    )
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Readers see the old file or the new one, never a part: a kill mid-write leaves no half record."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1, ensure_ascii=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a record is as readable as the transcript beside it
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_result(directory: Path, result: TrialResult) -> None:
+    write_json_atomic(directory / RESULT, asdict(result))
+
+
+def read_result(directory: Path) -> TrialResult | None:
+    """The trial's record, or None while it is unfinished (no file, or one this version cannot read)."""
+    try:
+        data = json.loads((directory / RESULT).read_text(encoding="utf-8"))
+        return TrialResult.from_dict(data) if data.get("schema") == SCHEMA else None
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
+def load_results(out: Path) -> list[TrialResult]:
+    """Every finished trial under DIR/trials, in task, protocol, attempt order."""
+    found = []
+    for path in (out / "trials").glob(f"*/*/*/{RESULT}"):
+        result = read_result(path.parent)
+        if result is not None:
+            found.append(result)
+    return sorted(found, key=lambda r: (r.task, r.protocol, r.attempt))

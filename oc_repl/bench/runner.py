@@ -1,0 +1,292 @@
+"""The bench's scheduler: every trial (task × protocol × attempt) an `oc-repl run` process of its own, `jobs` at once.
+
+One thread does everything: it builds each task's image when its first trial is due (once per task), starts trials,
+reads their event streams without blocking, and writes each result.json when a trial's process has ended. Without
+threads, the children can be started so that they die with the bench (Linux), and a killed bench leaves no trial
+running. A trial that did not end on its own (interrupted, killed) gets no result.json: a re-run with the same
+--out runs it again, and keeps every trial that has one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import shutil
+import signal
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from oc_repl import __version__, signals
+from oc_repl.api import RunProcess, settings_args
+from oc_repl.bench.results import (
+    STDERR,
+    TRANSCRIPT,
+    TrialResult,
+    from_transcript,
+    read_result,
+    trial_dir,
+    write_json_atomic,
+    write_result,
+)
+from oc_repl.config import RunSettings
+from oc_repl.errors import BuildError, OcReplError, UsageError
+from oc_repl.tasks.model import TaskDir
+
+PLAN = "bench.json"
+TRIAL_MEMORY = 512 << 20  # a trial's process and container, with headroom for what the task's commands use
+EOF_GRACE = 5.0  # seconds a finished trial's stdout may stay open (a leaked descriptor) before it is let go
+
+
+def default_jobs() -> int:
+    """Trials mostly wait (on the model, on commands), so twice the cores keeps the machine busy without queueing
+    the CPU; fewer when the available memory would not hold that many trials."""
+    cpus = os.cpu_count() or 1
+    try:
+        meminfo = Path("/proc/meminfo").read_text()
+        available = int(next(line.split()[1] for line in meminfo.splitlines() if line.startswith("MemAvailable:")))
+        by_memory = available * 1024 // TRIAL_MEMORY
+    except (OSError, StopIteration, ValueError):
+        by_memory = 2 * cpus
+    return max(1, min(2 * cpus, by_memory))
+
+
+@dataclass
+class Trial:
+    task: TaskDir
+    protocol: str
+    attempt: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.task.name} · {self.protocol} · #{self.attempt}"
+
+
+@dataclass
+class Running:
+    trial: Trial
+    process: RunProcess
+    directory: Path
+    stderr: IO[bytes]
+    image: str
+    started: float = field(default_factory=time.monotonic)
+    started_at: float = field(default_factory=time.time)
+    turn: int = 0
+    ended_at: float | None = None  # when the process was first seen to have exited
+
+
+def plan_trials(tasks: Sequence[TaskDir], protocols: Sequence[str], k: int) -> list[Trial]:
+    """Attempt-major: every task and protocol gets its first attempt before any gets a second, so a bench stopped
+    early still compares protocols on the same tasks."""
+    return [Trial(task, protocol, n) for n in range(1, k + 1) for task in tasks for protocol in protocols]
+
+
+def write_plan(out: Path, tasks: Sequence[TaskDir], k: int, options: dict[str, list[str]]) -> None:
+    """DIR/bench.json: what this bench runs. A re-run must give a protocol the same run options, or its trials would
+    mix two setups."""
+    before = read_plan(out).get("run_options") or {}
+    changed = [p for p, args in options.items() if p in before and before[p] != args]
+    if changed:
+        was = " ".join(before[changed[0]]) or "none"
+        raise UsageError(
+            f"{out} holds {changed[0]} trials run with other options ({was})",
+            hint="re-run with the same options to finish it, or choose another --out",
+        )
+    plan = {
+        "version": __version__,
+        "tasks": [{"name": t.name, "path": str(t.path), "format": t.format} for t in tasks],
+        "protocols": list(options),
+        "k": k,
+        "run_options": {**before, **options},
+        "updated_at": time.time(),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / PLAN, plan)
+
+
+def read_plan(out: Path) -> dict[str, Any]:
+    try:
+        return json.loads((out / PLAN).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+class Bench:
+    def __init__(
+        self,
+        out: Path,
+        trials: list[Trial],
+        settings: dict[str, RunSettings],  # per protocol
+        jobs: int,
+        progress: Any,  # oc_repl.bench.progress.Progress
+    ) -> None:
+        self.out, self.settings, self.jobs, self.progress = out, settings, jobs, progress
+        # A trial whose image could not be built never ran: a re-run (after the Dockerfile is fixed) tries again.
+        self.finished = {id(t): r for t in trials if (r := read_result(self._dir(t))) and r.outcome != "build_error"}
+        self.queue = [t for t in trials if id(t) not in self.finished]
+        self.trials = trials
+        self.running: dict[int, Running] = {}
+        self.images: dict[str, str | BuildError] = {}
+        self.selector = selectors.DefaultSelector()
+        self.stop_signal = 0  # the signal that asked the bench to stop
+
+    def _dir(self, trial: Trial) -> Path:
+        return trial_dir(self.out, trial.task.name, trial.protocol, trial.attempt)
+
+    def run(self) -> int:
+        """Runs every unfinished trial; 0 when all are finished, 130 when stopped (Ctrl-C, SIGTERM) before."""
+        self.progress.begin(self.trials, list(self.finished.values()))
+        try:
+            with self._stoppable():
+                while self.queue or self.running:
+                    while self.queue and len(self.running) < self.jobs and not self.stop_signal:
+                        self._start(self.queue.pop(0))
+                    self._pump(timeout=0.25)
+                    self.progress.refresh(list(self.running.values()))
+                    if self.stop_signal:
+                        raise KeyboardInterrupt(signal.Signals(self.stop_signal).name)
+        except KeyboardInterrupt:
+            with signals.deferred():
+                self._stop()
+            return 130
+        finally:
+            self.progress.end()
+            self.selector.close()
+        return 0
+
+    @contextlib.contextmanager
+    def _stoppable(self) -> Iterator[None]:
+        """Ctrl-C, SIGTERM and SIGHUP stop the bench. Each is also remembered and checked every loop: an exception
+        a handler raises while a finalizer runs (a Popen's __del__, say) is printed and dropped by Python."""
+
+        def stop(signum: int, frame: Any) -> None:
+            self.stop_signal = signum
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+
+        # a SIGINT ignored when the bench started (started in the background) stays ignored
+        watched = [s for s in (signal.SIGINT, *signals.STOPS) if signal.getsignal(s) is not signal.SIG_IGN]
+        previous = {sig: signal.signal(sig, stop) for sig in watched}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    # --- one trial --------------------------------------------------------------------------------------------
+
+    def _image(self, task: TaskDir) -> str:
+        if task.name not in self.images:
+            from oc_repl.tasks.image import build_image
+
+            self.progress.building(task.name)
+            try:
+                self.images[task.name] = build_image(task)
+            except BuildError as exc:
+                self.images[task.name] = exc
+            except OcReplError as exc:  # e.g. no Dockerfile; a daemon that cannot be reached
+                self.images[task.name] = BuildError(exc.message, hint=exc.hint)
+        image = self.images[task.name]
+        if isinstance(image, BuildError):
+            raise image
+        return image
+
+    def _start(self, trial: Trial) -> None:
+        directory = self._dir(trial)
+        if directory.exists():  # what an unfinished earlier run of this trial left
+            shutil.rmtree(directory)
+        directory.mkdir(parents=True)
+        try:
+            image = self._image(trial.task)
+        except BuildError as exc:
+            self._record(trial, _build_failed(trial, exc))
+            return
+        settings = self.settings[trial.protocol].replace(task=trial.task.path)
+        stderr = (directory / STDERR).open("wb")
+        process = RunProcess(settings, transcript=directory / TRANSCRIPT, image=image, stderr=stderr)
+        os.set_blocking(process.fileno(), False)
+        running = Running(trial, process, directory, stderr, image)
+        self.running[process.fileno()] = running
+        self.selector.register(process.fileno(), selectors.EVENT_READ, running)
+        self.progress.started(trial)
+
+    def _pump(self, timeout: float) -> None:
+        for key, _ in self.selector.select(timeout=timeout) if self.running else []:
+            running: Running = key.data
+            try:
+                lines = running.process.read_lines()
+            except BlockingIOError:
+                continue
+            for line in lines:
+                with contextlib.suppress(ValueError):
+                    event = json.loads(line)
+                    if event.get("type") == "turn.started":
+                        running.turn = event.get("turn", running.turn)
+        now = time.monotonic()
+        for fd, running in list(self.running.items()):
+            if running.process.poll() is None:
+                continue
+            running.ended_at = running.ended_at or now
+            if running.process.eof or now - running.ended_at > EOF_GRACE:
+                self._finish(fd, running)
+
+    def _finish(self, fd: int, running: Running) -> None:
+        self.selector.unregister(fd)
+        del self.running[fd]
+        code = running.process.wait()
+        running.process.stdout.close()
+        running.stderr.close()
+        trial = running.trial
+        result = from_transcript(
+            running.directory / TRANSCRIPT,
+            task=trial.task.name,
+            protocol=trial.protocol,
+            attempt=trial.attempt,
+            exit_code=code,
+            wall_time_s=time.monotonic() - running.started,
+            started_at=running.started_at,
+            image=running.image,
+            task_format=trial.task.format,
+        )
+        if result.outcome == "interrupted":  # it did not end on its own: unfinished, run again next time
+            self.progress.unfinished(trial)
+            return
+        self._record(trial, result)
+
+    def _record(self, trial: Trial, result: TrialResult) -> None:
+        write_result(self._dir(trial), result)
+        self.finished[id(trial)] = result
+        self.progress.finished(trial, result)
+
+    def _stop(self) -> None:
+        """Every running trial is told to stop (SIGTERM: it cleans up its container) and waited for."""
+        for running in self.running.values():
+            running.process.terminate()
+        for running in list(self.running.values()):
+            running.process.close()
+            running.stderr.close()
+        self.running.clear()
+
+
+def _build_failed(trial: Trial, exc: BuildError) -> TrialResult:
+    return TrialResult(
+        task=trial.task.name,
+        protocol=trial.protocol,
+        attempt=trial.attempt,
+        outcome="build_error",
+        failure_mode="build_error",
+        resolved=False,
+        exit_code=None,
+        task_format=trial.task.format,
+        started_at=time.time(),
+        error=f"{exc.message}\n{exc.hint}".strip(),
+        transcript="",
+    )
+
+
+def trial_options(settings: dict[str, RunSettings]) -> dict[str, list[str]]:
+    """The run options each protocol's trials get, as bench.json records them."""
+    return {protocol: settings_args(each) for protocol, each in settings.items()}

@@ -1,0 +1,175 @@
+"""Harbor (terminal-bench 2.0) task directories: task.toml, instruction.md, environment/, tests/test.sh.
+
+After the agent, tests/ is copied to /tests and `/tests/test.sh` runs as the verifier's user in the image's WORKDIR
+within the verifier timeout; its verdict is the reward it writes to /logs/verifier/reward.txt (a number) or
+reward.json (`{"reward": number}`): 1 is resolved. solution/ never reaches the agent's sandbox. Defaults for keys a
+task.toml leaves out are Harbor's: 600 s for the agent, the verifier and the build.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from oc_repl.errors import UsageError
+from oc_repl.events import VerifyCompleted
+from oc_repl.tasks.model import TaskDir, seconds
+from oc_repl.tasks.verify import TAIL_BYTES, parse_pytest_summary
+from oc_repl.types import Sandbox
+
+TESTS_DEST = "/tests"
+VERIFIER_DIR = "/logs/verifier"
+DEFAULT_TIMEOUT = 600.0
+COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.I)
+_MB = {"": 1 / (1 << 20), "k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+
+
+def _toml(path: Path) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from exc
+
+
+def _table(data: dict[str, Any], key: str, spec: Path) -> dict[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise UsageError(f"{spec}: [{key}] must be a table")
+    return value
+
+
+def _memory_mb(env: dict[str, Any], spec: Path) -> int | None:
+    """`memory_mb = 2048`, or the older `memory = "2G"`."""
+    if "memory_mb" in env:
+        value = env["memory_mb"]
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise UsageError(f"{spec}: memory_mb must be a positive number, not {value!r}")
+        return int(value)
+    if "memory" in env:
+        match = _SIZE.match(str(env["memory"]))
+        if not match:
+            raise UsageError(f'{spec}: memory must be a size such as "2G", not {env["memory"]!r}')
+        return max(1, int(float(match.group(1)) * _MB[match.group(2).lower()]))
+    return None
+
+
+def load_harbor_dir(path: Path) -> TaskDir:
+    path = path.resolve()
+    spec = path / "task.toml"
+    data = _toml(spec)
+    instruction_file = path / "instruction.md"
+    try:
+        instruction = instruction_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"task {path.name} has no readable instruction.md: {exc}") from exc
+    if not instruction.strip():
+        raise UsageError(f"{instruction_file} is empty")
+    if not (path / "tests" / "test.sh").is_file():
+        raise UsageError(f"task {path.name} has no tests/test.sh")
+    agent, verifier = _table(data, "agent", spec), _table(data, "verifier", spec)
+    env = _table(data, "environment", spec)
+    context = path / "environment"
+    compose = [name for name in COMPOSE_FILES if (context / name).is_file()]
+    if compose:
+        raise UsageError(
+            f"task {path.name} defines its environment with environment/{compose[0]}: "
+            "multi-container (compose) tasks are not supported yet",
+            hint="only tasks whose environment is one environment/Dockerfile run here",
+        )
+    dockerfile = context / "Dockerfile"
+    image = env.get("docker_image")
+    if not dockerfile.is_file() and not image:
+        raise UsageError(f"task {path.name} has no environment/Dockerfile and names no docker_image")
+    cpus = env.get("cpus")
+    if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int | float) or cpus <= 0):
+        raise UsageError(f"{spec}: cpus must be a positive number, not {cpus!r}")
+    user = verifier.get("user") or "root"
+    return TaskDir(
+        path=path,
+        name=path.name,
+        instruction=instruction,
+        format="harbor",
+        agent_timeout_sec=seconds(agent.get("timeout_sec"), str(spec), "agent.timeout_sec", DEFAULT_TIMEOUT),
+        test_timeout_sec=seconds(verifier.get("timeout_sec"), str(spec), "verifier.timeout_sec", DEFAULT_TIMEOUT),
+        context=context,
+        dockerfile=dockerfile if dockerfile.is_file() else None,
+        image=str(image) if image else None,
+        build_timeout_sec=seconds(env.get("build_timeout_sec"), str(spec), "build_timeout_sec", DEFAULT_TIMEOUT),
+        cpus=float(cpus) if cpus is not None else None,
+        memory_mb=_memory_mb(env, spec),
+        verifier_user=str(user),
+    )
+
+
+def parse_reward(text: str, json_file: bool) -> float | None:
+    """The reward test.sh wrote: a number in reward.txt, or reward.json's `reward` (or its only number)."""
+    try:
+        if not json_file:
+            return float(text.strip())
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(data, dict):
+        numbers = [v for v in data.values() if isinstance(v, int | float) and not isinstance(v, bool)]
+        value = data.get("reward", numbers[0] if len(numbers) == 1 else None)
+    else:
+        value = data
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+@dataclass
+class HarborVerifier:
+    """Copies tests/ to /tests after the agent, runs test.sh, reads the reward; resolved = a reward of 1."""
+
+    task: TaskDir
+    cwd: str | None = None  # the image's WORKDIR
+
+    def describe(self) -> str:
+        return f"{TESTS_DEST}/test.sh ({self.task.name})"
+
+    def run(self, sandbox: Sandbox) -> VerifyCompleted:
+        # A reward the agent left behind must not count: the directory starts empty.
+        setup = f"rm -rf {TESTS_DEST} {VERIFIER_DIR} && mkdir -p {TESTS_DEST} {VERIFIER_DIR} /logs/agent"
+        sandbox.exec(setup, timeout=30, user="root")
+        for item in sorted((self.task.path / "tests").iterdir()):
+            sandbox.put(item, f"{TESTS_DEST}/{item.name}")
+        # run as Harbor runs it: executable, by its own shebang, as the verifier's user (root unless the task says)
+        script = shlex.quote(f"{TESTS_DEST}/test.sh")
+        ready = f"chmod -R a+rX {TESTS_DEST} && chmod +x {script} && chmod 0777 {VERIFIER_DIR}"
+        sandbox.exec(ready, timeout=30, user="root")
+        timeout = self.task.test_timeout_sec
+        result = sandbox.exec(script, timeout=timeout, cwd=self.cwd, user=self.task.verifier_user)
+        text = result.output.decode("utf-8", "replace")
+        reward = None if result.timed_out else self._reward(sandbox)
+        summary = parse_pytest_summary(text)
+        tail = text[-TAIL_BYTES:]
+        if reward is None and not result.timed_out:
+            tail += f"\n[oc-repl] test.sh wrote no readable reward to {VERIFIER_DIR}/reward.txt or reward.json"
+        return VerifyCompleted(
+            command=self.describe(),
+            passed=reward is not None and reward >= 1,
+            exit_code=result.exit_code,
+            tests_passed=summary.passed if summary else None,
+            tests_total=summary.total if summary else None,
+            failed_tests=summary.failed if summary else [],
+            output_tail=tail,
+            timed_out=result.timed_out,
+            reward=reward,
+        )
+
+    def _reward(self, sandbox: Sandbox) -> float | None:
+        for name, is_json in (("reward.txt", False), ("reward.json", True)):
+            probe = sandbox.exec(f"cat {VERIFIER_DIR}/{name}", timeout=30, user="root")
+            if probe.exit_code == 0 and probe.output.strip():
+                return parse_reward(probe.output.decode("utf-8", "replace"), is_json)
+        return None

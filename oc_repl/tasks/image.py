@@ -1,0 +1,102 @@
+"""A task's image: built once from its Dockerfile (offline: a missing base image is an error, not a pull), and the
+task's resource limits applied to each container made from it."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from oc_repl.errors import BuildError, UsageError
+
+if TYPE_CHECKING:
+    from oc_repl.tasks.model import TaskDir
+
+BUILD_LOG_TAIL = 15  # lines of the build's output shown when it fails
+CPU_PERIOD = 100_000  # microseconds; the quota is `cpus` periods' worth
+
+
+def image_tag(task: TaskDir) -> str:
+    """The tag a task's image is built under; a task naming a ready image uses that instead."""
+    if task.dockerfile is None and task.image:
+        return task.image
+    return f"oc-repl-task-{re.sub(r'[^a-z0-9_.-]', '-', task.name.lower())}:latest"
+
+
+def base_images(dockerfile: Path) -> list[str]:
+    bases, stages = [], set()
+    for line in dockerfile.read_text(encoding="utf-8").splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0].upper() == "FROM":
+            args = [w for w in words[1:] if not w.startswith("--")]
+            # `FROM ${BASE}` names its image only once the build substitutes the ARG: the build itself checks it
+            if args and args[0] not in stages and args[0].lower() != "scratch" and "$" not in args[0]:
+                bases.append(args[0])
+            if len(args) >= 3 and args[1].upper() == "AS":
+                stages.add(args[2])
+    return bases
+
+
+def _require(client: Any, image: str, task: TaskDir, what: str) -> None:
+    import docker
+
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound as exc:
+        raise BuildError(
+            f"task {task.name} {what} {image}, which is not available locally",
+            hint=f"make {image} available to this daemon first (docker build -t {image} ..., or docker load), "
+            "then run again",
+        ) from exc
+    except docker.errors.APIError as exc:  # e.g. a name the daemon cannot parse
+        raise BuildError(f"task {task.name} {what} {image}: {exc.explanation or exc}") from exc
+
+
+def build_image(task: TaskDir, pull: bool = False) -> str:
+    """Build the task's Dockerfile with the Engine API within the task's build timeout; returns the image's tag."""
+    import docker
+
+    from oc_repl.sandbox.docker import connect
+
+    client = connect()
+    if task.dockerfile is None:
+        if not task.image:
+            raise UsageError(f"task {task.name} has no Dockerfile and names no image")
+        _require(client, task.image, task, "runs in")
+        return task.image
+    if not task.dockerfile.is_file():
+        raise UsageError(f"task {task.name} has no Dockerfile", hint="pass --image to use an existing image")
+    if not pull:
+        for base in base_images(task.dockerfile):
+            _require(client, base, task, "builds FROM")
+    tag = image_tag(task)
+    log: list[str] = []
+    deadline = time.monotonic() + task.build_timeout_sec if task.build_timeout_sec else None
+    failed = f"building the image of task {task.name} failed"
+    dockerfile = str(task.dockerfile.relative_to(task.context))
+    try:
+        for chunk in client.api.build(
+            path=str(task.context), dockerfile=dockerfile, tag=tag, rm=True, pull=pull, decode=True
+        ):
+            log.extend(str(chunk.get("stream") or "").splitlines())
+            if "error" in chunk:
+                raise BuildError(f"{failed}: {chunk['error'].strip()}", hint="\n".join(log[-BUILD_LOG_TAIL:]))
+            if deadline is not None and time.monotonic() > deadline:
+                raise BuildError(f"{failed}: it took longer than the task's {task.build_timeout_sec:g} s")
+    except docker.errors.APIError as exc:
+        raise BuildError(f"{failed}: {exc.explanation or exc}") from exc
+    except docker.errors.DockerException as exc:
+        raise BuildError(f"{failed}: {exc}") from exc
+    return tag
+
+
+def limit_resources(sandbox: Any, task: TaskDir) -> None:
+    """The task's cpus and memory, applied to its fresh container (a docker-image sandbox) before the agent starts."""
+    limits: dict[str, Any] = {}
+    if task.cpus:
+        limits.update(cpu_period=CPU_PERIOD, cpu_quota=int(task.cpus * CPU_PERIOD))
+    if task.memory_mb:
+        limits.update(mem_limit=f"{task.memory_mb}m", memswap_limit=f"{task.memory_mb}m")  # no swap beyond it
+    if limits:
+        sandbox.call(sandbox.api.update_container, sandbox.id, **limits)

@@ -1,0 +1,131 @@
+"""One task model for both task-directory formats: terminal-bench 1.x (`task.yaml`) and Harbor (`task.toml`).
+
+`load_task(dir)` reads either into a `TaskDir`; `find_tasks(paths)` expands folders of task dirs; `open_task` gives a
+run what a task dir brings: the instruction, a fresh container from the task's image (with the task's resource
+limits) and the verifier that judges it after the agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from oc_repl.errors import UsageError
+
+if TYPE_CHECKING:
+    from oc_repl.config import RunSettings
+    from oc_repl.tasks.verify import Verifier
+    from oc_repl.types import Sandbox, Task
+
+Format = Literal["terminal-bench", "harbor"]
+SPEC_FILES: dict[str, Format] = {"task.toml": "harbor", "task.yaml": "terminal-bench"}
+
+
+@dataclass
+class TaskDir:
+    path: Path
+    name: str
+    instruction: str
+    format: Format
+    agent_timeout_sec: float  # the agent phase is stopped then (outcome agent_timeout)
+    test_timeout_sec: float  # the tests are killed then (failure mode test_timeout)
+    context: Path  # the docker build context
+    dockerfile: Path | None  # None: the task names a ready image instead
+    image: str | None = None  # a ready image (Harbor's [environment] docker_image)
+    build_timeout_sec: float | None = None
+    cpus: float | None = None
+    memory_mb: int | None = None
+    verifier_user: str = "root"
+
+    def verifier(self, cwd: str | None = None) -> Verifier:
+        """What judges a run of this task once the agent is done; `cwd` is the image's WORKDIR."""
+        if self.format == "harbor":
+            from oc_repl.tasks.harbor import HarborVerifier
+
+            return HarborVerifier(self, cwd=cwd)
+        from oc_repl.tasks.tb import TaskVerifier
+
+        return TaskVerifier(self, cwd=cwd)
+
+
+def is_task_dir(path: Path) -> bool:
+    return any((path / spec).is_file() for spec in SPEC_FILES)
+
+
+def load_task(path: Path | str) -> TaskDir:
+    """A task directory of either format; UsageError naming what is wrong when it is neither or malformed."""
+    path = Path(path)
+    if (path / "task.toml").is_file():
+        from oc_repl.tasks.harbor import load_harbor_dir
+
+        return load_harbor_dir(path)
+    if (path / "task.yaml").is_file():
+        from oc_repl.tasks.tb import load_task_dir
+
+        return load_task_dir(path)
+    raise UsageError(
+        f"{path} is not a task directory: it has neither task.toml (Harbor) nor task.yaml (terminal-bench)",
+        hint="give a task directory, or a folder whose subfolders are task directories",
+    )
+
+
+def find_tasks(paths: Iterable[Path | str]) -> list[TaskDir]:
+    """Each path is a task directory or a folder of them (its subfolders that are task dirs, by name)."""
+    found: list[TaskDir] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.is_dir():
+            raise UsageError(f"{path} is not a directory")
+        if is_task_dir(path):
+            found.append(load_task(path))
+            continue
+        subdirs = sorted(p for p in path.iterdir() if p.is_dir() and is_task_dir(p))
+        if not subdirs:
+            raise UsageError(f"{path} is neither a task directory nor a folder of task directories")
+        found.extend(load_task(p) for p in subdirs)
+    names = [t.name for t in found]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UsageError(f"two tasks share a name: {', '.join(twice)}", hint="task names are their folders' names")
+    return found
+
+
+def seconds(value: Any, where: str, key: str, default: float | None) -> float | None:
+    """A positive, finite number of seconds, or `default` when absent."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+        raise UsageError(f"{where}: {key} must be a positive number of seconds, not {value!r}")
+    return float(value)
+
+
+def open_task(settings: RunSettings, instruction: str) -> tuple[Task, Sandbox, Verifier, TaskDir]:
+    """A task dir brings the instruction, the image to run in (built unless --image names one) and its tests."""
+    from oc_repl.sandbox import open_sandbox
+    from oc_repl.tasks.image import build_image, limit_resources
+    from oc_repl.types import Task
+
+    assert settings.task is not None
+    if instruction or settings.verify or settings.verify_file:
+        raise UsageError("--task brings its own instruction and tests; drop the instruction and --verify")
+    task_dir = load_task(settings.task)
+    image = settings.image or build_image(task_dir)
+    from oc_repl.sandbox.docker_lifetime import for_run
+
+    agent_time = min(filter(None, (settings.timeout, task_dir.agent_timeout_sec)))
+    sandbox = open_sandbox(
+        f"docker-image:{image}",
+        workdir=settings.workdir,
+        network=settings.docker_network,
+        keep=settings.keep,
+        lifetime=for_run(agent_time, task_dir.test_timeout_sec),
+    )
+    try:
+        limit_resources(sandbox, task_dir)
+    except BaseException:
+        sandbox.close()
+        raise
+    verifier = task_dir.verifier(cwd=sandbox.image_workdir)  # type: ignore[attr-defined]
+    return Task(name=settings.task_name or task_dir.name, instruction=task_dir.instruction), sandbox, verifier, task_dir
