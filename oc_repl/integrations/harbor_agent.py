@@ -41,8 +41,7 @@ from harbor.models.agent.context import AgentContext
 from pydantic import Field, ValidationError
 
 from oc_repl import __version__
-from oc_repl.client.api_base import check_api_base
-from oc_repl.config import RunSettings
+from oc_repl.config import RunSettings, validate
 from oc_repl.errors import OcReplError, SandboxError
 from oc_repl.integrations.harbor_record import CHECKPOINTS, RunRecord, trajectory
 from oc_repl.outcome import Status
@@ -92,15 +91,12 @@ RUN_KEYS = set(OcReplOptions.model_fields) - set(AgentOptions.model_fields) - {"
 def run_settings(options: OcReplOptions, model: str | None) -> RunSettings:
     """The settings of one run; a ValueError (Harbor's kind of option error) when they do not go together."""
     values = {key: value for key, value in options.model_dump(include=RUN_KEYS).items() if value is not None}
-    values.update(api_key=os.environ.get(options.api_key_env) or "EMPTY", sandbox="harbor:environment")
+    values.update(api_key=os.environ.get(options.api_key_env) or "EMPTY")
     if model and "model" not in values:
         values["model"] = model
     try:
-        settings = RunSettings(**values)
-        check_api_base(settings.api_base)
-        return settings.with_exact()
-    except ValidationError as exc:
-        raise ValueError(f"invalid oc-repl settings: {exc}") from None
+        # checked as any run's settings are; the sandbox is Harbor's environment, which no spec names
+        return validate(values).replace(sandbox="harbor:environment")
     except OcReplError as exc:
         raise ValueError(f"{exc.message} ({exc.hint})" if exc.hint else exc.message) from None
 
