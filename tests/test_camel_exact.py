@@ -290,8 +290,8 @@ def test_9_values_of_other_types_meet_pythons_own_errors(exact, tmp_path: Path):
     assert written.text == M.render("file.error", file_path=target, error="write() argument must be str, not int")
 
 
-def test_9_a_directory_as_the_target_gets_the_copy_inside_it(exact, tmp_path: Path):
-    folder = tmp_path / "folder"
+def test_9_a_directory_as_the_target_gets_the_copy_inside_it(exact, box):
+    folder = box.root / "folder"  # in the sandbox directory: a confined sandbox writes nowhere else on this host
     folder.mkdir()
     result = exact.call("shell_write_content_to_file", {"content": "x", "file_path": str(folder)})
     assert result.text == M.render("file.ok", file_path=str(folder))

@@ -57,8 +57,19 @@ def bash_argv(command: str) -> Iterator[tuple[list[bytes], tuple[int, ...]]]:
         yield [b"bash", b"-c", f'eval "$(cat <&{fd})" {fd}<&-'.encode()], (fd,)
 
 
+# Ignored by a shell for a job it starts in the background (`oc-repl ... &`, nohup) and inherited through exec: the
+# model's commands get them back at their default, as in a container, so that ^C and ^\ still stop what they run.
+_KEY_SIGNALS = (signal.SIGINT, signal.SIGQUIT)
+
+
+def _default_key_signals() -> None:
+    for sig in _KEY_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _take_terminal() -> None:
     """Runs in the child after setsid: make the pty on stdin its controlling terminal, so ^C and job control work."""
+    _default_key_signals()
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
@@ -127,6 +138,8 @@ class LocalProcess:
             read_fd, child_fd = os.pipe()
             # no input at all: a command waiting for stdin sees end of file instead of hanging until its timeout
             streams = {"stdin": subprocess.DEVNULL, "stdout": child_fd, "stderr": subprocess.STDOUT}
+            if any(signal.getsignal(sig) is signal.SIG_IGN for sig in _KEY_SIGNALS):  # else no preexec: a faster start
+                streams["preexec_fn"] = _default_key_signals
         try:
             self._popen = subprocess.Popen(argv, cwd=cwd, env=env, start_new_session=True, pass_fds=pass_fds, **streams)
         except (OSError, ValueError) as exc:  # ValueError: a NUL byte, or text that has no bytes
