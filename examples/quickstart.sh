@@ -103,7 +103,7 @@ fi
 TRANSCRIPT="$RUN/transcript.jsonl"
 COMMAND=(oc-repl run --api-base "$API" --sandbox "$SANDBOX" "${YES[@]+"${YES[@]}"}" "${EXTRA[@]+"${EXTRA[@]}"}"
   --transcript "$TRANSCRIPT" --verify "test -f hello.txt" "Create hello.txt containing Hello")
-say "running: ${COMMAND[*]@Q}"
+say "running: $(printf '%q ' "${COMMAND[@]}")"
 set +e
 "${COMMAND[@]}"
 code=$?
