@@ -57,19 +57,14 @@ def bash_argv(command: str) -> Iterator[tuple[list[bytes], tuple[int, ...]]]:
         yield [b"bash", b"-c", f'eval "$(cat <&{fd})" {fd}<&-'.encode()], (fd,)
 
 
-# Ignored by a shell for a job it starts in the background (`oc-repl ... &`, nohup) and inherited through exec: the
-# model's commands get them back at their default, as in a container, so that ^C and ^\ still stop what they run.
-_KEY_SIGNALS = (signal.SIGINT, signal.SIGQUIT)
-
-
-def _default_key_signals() -> None:
-    for sig in _KEY_SIGNALS:
-        signal.signal(sig, signal.SIG_DFL)
-
-
 def _take_terminal() -> None:
-    """Runs in the child after setsid: make the pty on stdin its controlling terminal, so ^C and job control work."""
-    _default_key_signals()
+    """Runs in the child after setsid: make the pty on stdin its controlling terminal, so ^C and job control work.
+    ^C and ^\\ get their default action back too: a shell makes a job it starts in the background (`oc-repl ... &`,
+    nohup) ignore them, and exec passes that on to the model's commands, which would then ignore the keys. Commands
+    without a terminal keep what they inherit: no key reaches them, and a preexec_fn for each of them would widen the
+    window in which a Ctrl-C or SIGTERM is lost (one that lands while Python runs its at-fork hooks is dropped)."""
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
@@ -138,8 +133,6 @@ class LocalProcess:
             read_fd, child_fd = os.pipe()
             # no input at all: a command waiting for stdin sees end of file instead of hanging until its timeout
             streams = {"stdin": subprocess.DEVNULL, "stdout": child_fd, "stderr": subprocess.STDOUT}
-            if any(signal.getsignal(sig) is signal.SIG_IGN for sig in _KEY_SIGNALS):  # else no preexec: a faster start
-                streams["preexec_fn"] = _default_key_signals
         try:
             self._popen = subprocess.Popen(argv, cwd=cwd, env=env, start_new_session=True, pass_fds=pass_fds, **streams)
         except (OSError, ValueError) as exc:  # ValueError: a NUL byte, or text that has no bytes
