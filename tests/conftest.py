@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakeserver import FakeServer
+from tests.skips import pytest_terminal_summary  # noqa: F401 (a hook: pytest finds it here)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,6 +28,21 @@ def _plain_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         os.environ.pop("HOME", None)
     else:
         os.environ["HOME"] = old
+
+
+def default_sigint() -> None:
+    """A `preexec_fn`: children start with Ctrl-C's default action even when the suite runs in the background (nohup,
+    `&`), where SIGINT is inherited ignored; a test that interrupts a process it started must pass this."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def ctrl_c_interrupts() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt in this process during the test, also in a suite started in the background
+    (Python leaves a SIGINT it inherited ignored as it is)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture

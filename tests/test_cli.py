@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from oc_repl.events import parse_event
-from tests.conftest import cli_env, read_jsonl, run_cli
+from tests.conftest import cli_env, default_sigint, read_jsonl, run_cli
 from tests.fakeserver import call_text
 
 
@@ -233,6 +233,7 @@ def test_sigint_mid_command_exits_130_and_kills_the_command(serve, tmp_path):
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=default_sigint,
     )
     try:
         deadline = time.monotonic() + 20

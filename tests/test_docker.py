@@ -22,7 +22,7 @@ import pytest
 
 from oc_repl.events import parse_event
 from oc_repl.protocols.camel_tools import OBSERVATION_LIMIT, CamelTerminalTools
-from tests.conftest import ROOT, cli_env, run_cli
+from tests.conftest import ROOT, cli_env, default_sigint, run_cli
 from tests.fakeserver import call_text
 from tests.test_camel_tools import NO_OUTPUT, STILL_RUNNING, TERMINATED_EMPTY, M, N, builtin_tools
 
@@ -143,6 +143,7 @@ def started_cli(args: list[str], tmp_path: Path) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
 
 

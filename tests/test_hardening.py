@@ -18,14 +18,9 @@ from oc_repl.config import validate
 from oc_repl.errors import UsageError
 from oc_repl.events import parse_event
 from oc_repl.session import Session
-from tests.conftest import cli_env, run_cli
+from tests.conftest import cli_env, default_sigint, run_cli
 from tests.fakeserver import call_text
 from tests.test_cli import answer, base_args, exec_call
-
-
-def default_sigint() -> None:
-    """Children start with Ctrl-C's default action even when the suite runs in the background (nohup, &)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def events_of(path: Path) -> list:
@@ -202,6 +197,7 @@ def test_10_10_sighup_and_sigterm_clean_up_like_ctrl_c(serve, tmp_path, sig):
     assert not subprocess.run(["pgrep", "-f", marker], capture_output=True).stdout
 
 
+@pytest.mark.usefixtures("ctrl_c_interrupts")
 def test_10_11_a_second_interrupt_during_cleanup_does_not_cut_it_short(serve, tmp_path, monkeypatch):
     server = serve({"replies": [exec_call("sleep 30")]})
     settings = validate({"api_base": server.url, "sandbox": f"local:{tmp_path / 'w'}", "yes": True, "retries": 0})

@@ -261,8 +261,7 @@ def test_10_12a_what_a_sigkilled_client_left_is_ended(tmp_path: Path, mode: str)
     if mode == "confined":  # the namespace ends with its client, at once
         assert gone(nap, within=20)
         assert Path(private).exists()  # only a later sandbox can clean up after a killed client
-    else:
-        time.sleep(0.5)
+    else:  # it outlives its client; looked at once, since any sandbox made on this machine meanwhile may end it
         assert processes_with(nap)
     LocalSandbox(tmp_path / "later", confine=False).close()
     assert gone(nap, within=20)

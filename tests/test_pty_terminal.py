@@ -354,9 +354,9 @@ def check_dashes_and_long_keys(terminal: Terminal) -> None:
         assert f"# {typed}\n-bash: {typed}: command not found\n" in seen
     assert "\nxy\n" in seen  # NUL, which no argument can carry, goes as its key (readline's set-mark)
     line = f"printf %s '{PAYLOAD}' | sha256sum; echo ';;'\\;"  # 24 KB, ending in `\;`: typed as `;`
-    seen = play(terminal, [(line, 0.5), ("Enter", 10.0)])
+    seen = play(terminal, [(line, 0.5), ("Enter", 60.0)])  # waits end once the shell is idle: long ones cost nothing
     assert f"\n{hashlib.sha256(PAYLOAD.encode()).hexdigest()}  -\n;;\n" in seen
-    seen = play(terminal, [(f"cat > big.txt <<'EOF'\n{HEREDOC}EOF\nsha256sum big.txt\n", 30.0)])
+    seen = play(terminal, [(f"cat > big.txt <<'EOF'\n{HEREDOC}EOF\nsha256sum big.txt\n", 120.0)])
     assert f"\n{hashlib.sha256(HEREDOC.encode()).hexdigest()}  big.txt\n" in seen
 
 

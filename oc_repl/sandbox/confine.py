@@ -31,6 +31,10 @@ from oc_repl.sandbox.local_marks import client_alive, client_id
 
 TOOLS = ("bwrap", "nsenter", "setpriv")
 START_TIMEOUT = 30.0  # generous: a loaded machine can take seconds to set up namespaces
+# bubblewrap remounts the host's mounts read-only one by one; one that ends meanwhile (a container's, as a container
+# stops) fails the start with this. Nothing was confined yet, so the start is simply tried again.
+_MOUNT_RACE = "Can't bind mount /oldroot/ on /newroot/"
+START_ATTEMPTS = 3
 TMP_PREFIX = "oc-repl-tmp-"
 _NS_GET_USERNS = 0xB701  # ioctl: the user namespace that owns a namespace
 _TIOCSPTLCK, _TIOCGPTPEER = 0x40045431, 0x5441  # ioctls: unlock a pty, open its other end
@@ -85,7 +89,13 @@ class Confinement:
         self._fds: dict[str, int] = {}
         self._pts: int | None = None
         try:
-            self._start()
+            for attempt in range(1, START_ATTEMPTS + 1):
+                try:
+                    self._start()
+                    break
+                except ConfinementUnavailable as exc:
+                    if attempt == START_ATTEMPTS or _MOUNT_RACE not in exc.message:
+                        raise
         except BaseException:
             self.close()
             raise

@@ -52,7 +52,13 @@ def bash_argv(command: str) -> Iterator[tuple[list[bytes], tuple[int, ...]]]:
 
 
 def _take_terminal() -> None:
-    """Runs in the child after setsid: make the pty on stdin its controlling terminal, so ^C and job control work."""
+    """Runs in the child after setsid: make the pty on stdin its controlling terminal, so ^C and job control work.
+    ^C and ^\\ get their default action back too: a shell makes a job it starts in the background (`oc-repl ... &`,
+    nohup) ignore them, and exec passes that on to the model's commands, which would then ignore the keys. Commands
+    without a terminal keep what they inherit: no key reaches them, and a preexec_fn for each of them would widen the
+    window in which a Ctrl-C or SIGTERM is lost (one that lands while Python runs its at-fork hooks is dropped)."""
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 

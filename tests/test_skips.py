@@ -1,0 +1,67 @@
+"""The test command's closing summary (tests/skips.py): skipped tests by what they need, and what fixes it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+SKIPPING = """
+import pytest
+
+def test_no_daemon():
+    pytest.skip("docker daemon unreachable (DOCKER_HOST=unix:///nowhere): Error while fetching server API version")
+
+@pytest.mark.docker
+def test_no_image():
+    pytest.skip("test image oc-repl-test:bookworm is missing; .ci/test-image.sh builds it")
+
+@pytest.mark.docker
+def test_no_image_either():
+    pytest.skip("docker or the test image is missing: 404 Client Error: No such image: oc-repl-test:bookworm")
+
+@pytest.mark.skipif(True, reason="tmux is not installed")
+def test_no_tmux():
+    pass
+
+def test_no_bubblewrap():
+    pytest.skip("no confinement here: bwrap, nsenter, setpriv not found")
+
+def test_unknown():
+    pytest.skip("the moon is not full")
+
+def test_runs():
+    pass
+"""
+
+
+def pytest_summary(tmp_path: Path, source: str) -> str:
+    (tmp_path / "test_some.py").write_text(source)
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "tests.skips", "-p", "no:cacheprovider", str(tmp_path)]
+    proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def test_11_3_the_summary_counts_skips_by_what_they_need_and_names_the_fix(tmp_path):
+    out = pytest_summary(tmp_path, SKIPPING)
+    assert "= skipped: 6, by what they need =" in out
+    lines = out.splitlines()
+    for count, need, fix in [
+        (2, "the test image", ".ci/test-image.sh"),
+        (1, "a docker daemon", 'eval "$(.ci/dockerd.sh)"'),
+        (1, "tmux", "apt-get install tmux"),
+        (1, "bubblewrap", "apt-get install bubblewrap"),
+    ]:
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"{count:4}  need {need}"))
+        assert lines[at + 1].strip().startswith(f"fix: {fix}")
+    assert "   1  the moon is not full" in lines
+    assert "docker tests skipped: 3" in lines
+    assert out.index("docker tests skipped") < out.index("1 passed, 6 skipped")
+
+
+def test_11_3_no_skips_still_says_how_many_docker_tests_were_skipped(tmp_path):
+    out = pytest_summary(tmp_path, "def test_runs():\n    pass\n")
+    assert "= skipped: 0 =" in out and "docker tests skipped: 0" in out.splitlines()
