@@ -34,7 +34,8 @@ ANSWER = {"text": "<think>\n\n</think>\n\nok"}
 MAKE_CLIENT = "from oc_repl.client.chat import ChatClient; ChatClient({!r}, 'EMPTY', 'm')"
 
 
-def _env(home: Path) -> dict[str, str]:
+def isolated_env(home: Path) -> dict[str, str]:
+    """This environment without the user's server, key, oc-repl settings and state: all of those under `home`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "OC_REPL_"))}
     env.update(XDG_STATE_HOME=str(home / "state"), XDG_CONFIG_HOME=str(home / "config"), NO_COLOR="1")
     return env
@@ -68,7 +69,7 @@ def measure(runs: int) -> list[Row]:
     with tempfile.TemporaryDirectory() as tmp, FakeServer({"replies": [ANSWER], "cycle": True}) as server:
         home, work = Path(tmp), Path(tmp) / "work"
         work.mkdir()
-        env = _env(home)
+        env = isolated_env(home)
         run = [py, "-m", "oc_repl", "run", "--api-base", server.url, "--sandbox", f"local:{work}", "--yes", "hello"]
         wall(run, env, 1)  # warm the file cache and byte-code before anything is timed
         found: list[tuple[str, float, float | None]] = [
