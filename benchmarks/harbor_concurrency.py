@@ -5,7 +5,7 @@ run it: tests/harbor_support.py), with `--agent oc_repl.harbor:OcRepl` and the t
 loopback fake server, which "thinks" DELAY seconds per reply (two replies a trial), as a model server would. Printed:
 each job's span (Harbor's own job start to end) and the ratio. Concurrency pays where trials wait: on the model, on
 commands; the container start and stop of each trial share the machine's two cores.
-Run in Harbor's virtualenv: python benchmarks/harbor_concurrency.py [--delay 2]
+Run in Harbor's virtualenv: python benchmarks/harbor_concurrency.py [--delay 2] [--rows FILE]
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.rows import Row, add_option, write  # noqa: E402
 from tests.fakeserver import FakeServer  # noqa: E402
 from tests.harbor_support import AGENT, TASK, harbor_run  # noqa: E402
 
@@ -39,6 +40,7 @@ def span(jobs: Path, name: str, url: str, concurrent: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--delay", type=float, default=2.0, help="seconds the fake model takes per reply")
+    add_option(parser)
     args = parser.parse_args()
     answer = {
         "analysis": "The file is missing.",
@@ -52,6 +54,7 @@ def main() -> None:
         four = span(Path(tmp), "n4", server.url, 4)
     print(f"4 trials, -n 1 (baseline): {one:.1f} s")
     print(f"4 trials, -n 4:            {four:.1f} s  ({one / four:.2f}x faster; {four / (one / 4):.2f}x one trial)")
+    write([Row("4 Harbor trials, -n 4", four, "s", "the same, -n 1", one)], args.rows)
 
 
 if __name__ == "__main__":

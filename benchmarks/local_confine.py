@@ -1,7 +1,7 @@
 """What confinement costs a local sandbox: `exec("true")` confined against unconfined, and a sandbox's start and
 close, measured in the same run. The bare `bash -c true` is the floor both stand on.
 
-Run: python benchmarks/local_confine.py [--runs 200]
+Run: python benchmarks/local_confine.py [--runs 200] [--rows FILE]
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.rows import Row, add_option, skip, write  # noqa: E402
 from oc_repl.sandbox import confine  # noqa: E402
 from oc_repl.sandbox.local import LocalSandbox  # noqa: E402
 
@@ -43,13 +44,7 @@ def start_and_close(work: Path, confined: bool, runs: int) -> float:
     return median_ms(lambda: LocalSandbox(work / "life", confine=confined).close(), runs)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=200)
-    runs = parser.parse_args().runs
-    ok, reason = confine.check()
-    if not ok:
-        sys.exit(f"cannot measure confinement here: {reason}")
+def measure(runs: int) -> list[Row]:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         bare = median_ms(lambda: subprocess.run(["bash", "-c", "true"], check=True), runs)
@@ -57,13 +52,31 @@ def main() -> None:
         confined = exec_true(work, True, runs)
         life_unconfined = start_and_close(work, False, max(5, runs // 10))
         life_confined = start_and_close(work, True, max(5, runs // 10))
-    print(f"bare subprocess bash -c true       {bare:7.2f} ms")
-    print(f"exec('true') unconfined            {unconfined:7.2f} ms")
-    print(f"exec('true') confined              {confined:7.2f} ms   overhead {confined - unconfined:+6.2f} ms")
-    print(f"sandbox start + close, unconfined  {life_unconfined:7.2f} ms")
-    extra = life_confined - life_unconfined
-    print(f"sandbox start + close, confined    {life_confined:7.2f} ms   overhead {extra:+6.2f} ms")
+    return [
+        Row("exec('true') unconfined", unconfined, "ms", "bare subprocess bash -c true", bare),
+        Row("exec('true') confined", confined, "ms", "exec('true') unconfined", unconfined),
+        Row("sandbox start + close, confined", life_confined, "ms", "... unconfined", life_unconfined),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=200)
+    add_option(parser)
+    args = parser.parse_args()
+    ok, reason = confine.check()
+    if not ok:
+        skip(f"cannot measure confinement here: {reason}")
+    rows = measure(args.runs)
+    unconfined, confined, life = rows
+    print(f"bare subprocess bash -c true       {unconfined.base_value:7.2f} ms")
+    print(f"exec('true') unconfined            {unconfined.value:7.2f} ms")
+    extra = confined.value - unconfined.value
+    print(f"exec('true') confined              {confined.value:7.2f} ms   overhead {extra:+6.2f} ms")
+    print(f"sandbox start + close, unconfined  {life.base_value:7.2f} ms")
+    print(f"sandbox start + close, confined    {life.value:7.2f} ms   overhead {life.value - life.base_value:+6.2f} ms")
     print("medians; goal: confinement adds a few ms per command, far below a model turn")
+    write(rows, args.rows)
 
 
 if __name__ == "__main__":

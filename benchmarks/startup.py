@@ -10,7 +10,7 @@ Rows (medians of --runs, each a fresh process):
   answers at once with no tool call, so the run is one turn on a `local:` sandbox.
 
 Goals (issue 12): first request <= 0.25 s, whole one-turn run <= 0.35 s.
-Run: python benchmarks/startup.py [--runs 10]
+Run: python benchmarks/startup.py [--runs 10] [--rows FILE]
 """
 
 from __future__ import annotations
@@ -27,13 +27,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.rows import Row, add_option, write  # noqa: E402
 from tests.fakeserver import FakeServer  # noqa: E402
 
 ANSWER = {"text": "<think>\n\n</think>\n\nok"}
 MAKE_CLIENT = "from oc_repl.client.chat import ChatClient; ChatClient({!r}, 'EMPTY', 'm')"
 
 
-def _env(home: Path) -> dict[str, str]:
+def isolated_env(home: Path) -> dict[str, str]:
+    """This environment without the user's server, key, oc-repl settings and state: all of those under `home`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "OC_REPL_"))}
     env.update(XDG_STATE_HOME=str(home / "state"), XDG_CONFIG_HOME=str(home / "config"), NO_COLOR="1")
     return env
@@ -62,18 +64,15 @@ def one_shot(server: FakeServer, argv: list[str], env: dict[str, str], runs: int
     return statistics.median(first), statistics.median(whole)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=10)
-    runs = parser.parse_args().runs
+def measure(runs: int) -> list[Row]:
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp, FakeServer({"replies": [ANSWER], "cycle": True}) as server:
         home, work = Path(tmp), Path(tmp) / "work"
         work.mkdir()
-        env = _env(home)
+        env = isolated_env(home)
         run = [py, "-m", "oc_repl", "run", "--api-base", server.url, "--sandbox", f"local:{work}", "--yes", "hello"]
         wall(run, env, 1)  # warm the file cache and byte-code before anything is timed
-        rows = [
+        found: list[tuple[str, float, float | None]] = [
             ("python -c pass", wall([py, "-c", "pass"], env, runs), None),
             ('python -c "import httpx"', wall([py, "-c", "import httpx"], env, runs), None),
             ('python -c "import httpcore"', wall([py, "-c", "import httpcore"], env, runs), None),
@@ -83,12 +82,28 @@ def main() -> None:
         ]
         for name, argv in (("oc-repl run", run), ("oc-repl run --json", [*run[:4], "--json", *run[4:]])):
             first, whole = one_shot(server, argv, env, runs)
-            rows += [(f"{name}: first request", first, 0.25), (f"{name}: whole run", whole, 0.35)]
-    base = rows[0][1]
-    print(f"median of {runs} runs, loopback server in this process")
-    for name, value, goal in rows:
-        verdict = "" if goal is None else f"   goal <= {goal * 1000:.0f} ms: {'met' if value <= goal else 'NOT met'}"
-        print(f"{name:34s} {value * 1000:7.1f} ms   {value / base:5.1f}x python -c pass{verdict}")
+            found += [(f"{name}: first request", first, 0.25), (f"{name}: whole run", whole, 0.35)]
+    base = found[0][1] * 1000
+    rows = [Row(found[0][0], base, "ms")]
+    for name, value, goal in found[1:]:
+        ms = value * 1000
+        verdict = {} if goal is None else {"goal": f"<= {goal * 1000:.0f} ms", "met": value <= goal}
+        rows.append(Row(name, ms, "ms", "python -c pass", base, **verdict))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=10)
+    add_option(parser)
+    args = parser.parse_args()
+    rows = measure(args.runs)
+    print(f"median of {args.runs} runs, loopback server in this process")
+    for row in rows:
+        ratio = row.ratio or 1.0
+        verdict = f"   goal {row.goal}: {'met' if row.met else 'NOT met'}" if row.goal else ""
+        print(f"{row.figure:34s} {row.value:7.1f} ms   {ratio:5.1f}x python -c pass{verdict}")
+    write(rows, args.rows)
 
 
 if __name__ == "__main__":

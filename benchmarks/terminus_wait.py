@@ -1,10 +1,14 @@
-"""Completion detection vs upstream's full sleeps: an episode of 20 quick commands, each with duration 1.0.
+"""Completion detection vs upstream's full sleeps: an episode of N quick commands, each with duration 1.0.
 
-Both runs use the same scripted replies, the same directory and a local terminal (tmux, or the pty with
-`--terminal pty`); the observations the model would read must be equal. Goal: detection >= 10x faster.
-The pane's shell starts with an empty HOME, so that the figures measure the waiting, not the hooks of the user's
+Both episodes (`--wait detect`, oc-repl's default, and `--wait exact`, upstream's sleeps) use the same scripted
+replies and the same sandbox: a local directory with a local terminal (tmux, or the pty with `--terminal pty`), or
+with `--sandbox docker-image:IMAGE` one container for both episodes (tmux inside it), so that the prompt's host name
+is the same. The screens must be equal: the observations oc-repl sent to the model, read back from each episode's
+transcript (its `request.sent` events). Goal: detection >= 10x faster.
+The local pane's shell starts with an empty HOME, so that the figures measure the waiting, not the hooks of the user's
 own shell start-up files (a prompt hook that runs a program after every command); `--user-home` keeps them.
 Run: python benchmarks/terminus_wait.py [--commands 20] [--terminal tmux|pty] [--user-home]
+     DOCKER_HOST=... python benchmarks/terminus_wait.py --sandbox docker-image:oc-repl-test:bookworm --commands 10
 """
 
 from __future__ import annotations
@@ -19,11 +23,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.rows import Row, add_option, skip, write  # noqa: E402
 from oc_repl.agent import Agent  # noqa: E402
 from oc_repl.client.chat import ChatClient  # noqa: E402
+from oc_repl.errors import SandboxError  # noqa: E402
 from oc_repl.protocols import create  # noqa: E402
-from oc_repl.sandbox.local import LocalSandbox  # noqa: E402
-from oc_repl.types import Task  # noqa: E402
+from oc_repl.sandbox import open_sandbox  # noqa: E402
+from oc_repl.transcript import TranscriptWriter, read_events  # noqa: E402
+from oc_repl.types import Sandbox, Task  # noqa: E402
 from tests.fakeserver import FakeServer  # noqa: E402
 
 
@@ -37,43 +44,62 @@ def reply(keys: list[str], complete: bool = False) -> dict:
     return {"text": json.dumps(body)}
 
 
-def episode(n: int, wait: str, work: Path) -> tuple[float, list[str]]:
+def sent_observations(transcript: Path) -> list[str]:
+    """The user messages of the last request the transcript records: every screen the model was shown."""
+    requests = [e for e in read_events(transcript) if e.type == "request.sent"]
+    return [m["content"] for m in requests[-1].request["messages"] if m["role"] == "user"]
+
+
+def episode(n: int, wait: str, sandbox: Sandbox, transcript: Path) -> tuple[float, list[str]]:
     replies = [reply([f"echo step-{i}\n"]) for i in range(n)] + [reply([], True), reply([], True)]
     with FakeServer({"replies": replies}).start() as server:
         client = ChatClient(server.url, "EMPTY", "m", retries=0)
         protocol = create("terminus-json", wait=wait)
-        sandbox = LocalSandbox(work)
-        agent = Agent(client, protocol, sandbox, lambda e: None, max_turns=n + 2, loop_limit=0)
+        writer = TranscriptWriter(transcript)
+        agent = Agent(client, protocol, sandbox, writer, max_turns=n + 2, loop_limit=0)
         start = time.perf_counter()
         outcome = agent.run(Task("bench", "print the steps"))
         elapsed = time.perf_counter() - start
         assert outcome.status == "done", outcome
-        observations = [m["content"] for m in protocol.request().messages if m["role"] == "user"]
         protocol.close()
-        sandbox.close()
-    return elapsed, observations
+        writer.close()
+    return elapsed, sent_observations(transcript)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--commands", type=int, default=20)
     parser.add_argument("--terminal", choices=["tmux", "pty"], default="tmux")
+    parser.add_argument("--sandbox", default="local", help="local (default) or docker-image:IMAGE")
     parser.add_argument("--user-home", action="store_true")
+    add_option(parser)
     args = parser.parse_args()
     n = args.commands
     os.environ["OC_REPL_TERMINAL"] = args.terminal
     with tempfile.TemporaryDirectory() as tmp:
         if not args.user_home:
             os.environ["HOME"] = tmp
-        work = Path(tmp) / "w"
-        detect_s, detect_obs = episode(n, "detect", work)
-        exact_s, exact_obs = episode(n, "exact", work)
-    print(f"{n} commands, duration 1.0 each, {args.terminal}")
+        spec = f"local:{Path(tmp) / 'w'}" if args.sandbox == "local" else args.sandbox
+        try:
+            sandbox = open_sandbox(spec)
+        except SandboxError as exc:
+            skip(f"{spec}: {exc.message}")
+        try:
+            detect_s, detect_obs = episode(n, "detect", sandbox, Path(tmp) / "detect.jsonl")
+            exact_s, exact_obs = episode(n, "exact", sandbox, Path(tmp) / "exact.jsonl")
+        finally:
+            sandbox.close()
+    where = "local" if args.sandbox == "local" else args.sandbox
+    print(f"{n} commands, duration 1.0 each, {args.terminal}, {where}")
     print(f"--wait exact    {exact_s:7.2f} s")
     print(f"--wait detect   {detect_s:7.2f} s")
     print(f"speed-up        {exact_s / detect_s:7.1f}x   (goal >= 10x)")
     same = detect_obs == exact_obs
-    print(f"observations equal: {same} ({len(detect_obs)} user messages each)")
+    print(f"screens sent to the model equal: {same} ({len(detect_obs)} user messages each)")
+    place = f"{args.terminal}, {'local' if args.sandbox == 'local' else 'docker'}"
+    speed = {"goal": ">= 10x faster (<= 0.10x)", "met": exact_s >= 10 * detect_s}
+    figure = f"{n} commands --wait detect ({place})"
+    write([Row(figure, detect_s, "s", f"--wait exact, same screens: {same}", exact_s, **speed)], args.rows)
     if not same:
         for a, b in zip(detect_obs, exact_obs, strict=False):
             if a != b:

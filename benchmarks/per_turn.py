@@ -1,0 +1,221 @@
+"""Whole-process cost per turn: `oc-repl run` against mini-swe-agent 2.4.6, measured the same way in the same run.
+
+Each side runs as a whole process against the loopback fake server in this process, which answers at once: every
+turn is one tool call running `true` on this machine, and one more turn ends the run (oc-repl: a final answer;
+mini: its submit command). Runs of LOW and of HIGH commands are timed in a shuffled order, RUNS times each; the
+per-turn cost is (median(HIGH) - median(LOW)) / (HIGH - LOW), so start-up and the last turn cancel out. Both wall
+time and the CPU time of the process and its children (user + sys) are shown; CPU is less disturbed by other load.
+Start-up varies by seconds on a loaded machine (mini imports litellm), so the same cost is also read inside each
+HIGH run, from the server's arrival times: (request LOW+1 to request HIGH+1) / (HIGH - LOW), median over the runs.
+
+- mini-swe-agent 2.4.6: its `mini` command with its default config (mini.yaml: a `bash` tool call per reply, the
+  local environment, commands unconfined), in its own virtualenv (made on first use from PyPI, then cached); litellm
+  talks to the fake server as an `openai/` model with a model-cost entry, as mini's guide to local models has it,
+  and uses its bundled cost map (LITELLM_LOCAL_MODEL_COST_MAP) instead of fetching one.
+- oc-repl --no-confine: commands run on the host as mini's do; the like-for-like figure.
+- oc-repl, confined in bubblewrap (the default for local:), where confinement works here.
+oc-repl's loop detection is off (--loop-limit 0): the same call every turn is the point here. Each side writes its
+record as it does by default (oc-repl its transcript, mini its trajectory).
+Goal (issue 12): oc-repl's per-turn cost >= 10x below mini-swe-agent's.
+Run: python benchmarks/per_turn.py [--runs 5] [--low 5] [--high 45] [--mini-venv DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.rows import Row, add_option, skip, write  # noqa: E402
+from benchmarks.startup import isolated_env  # noqa: E402
+from oc_repl.sandbox import confine  # noqa: E402
+from tests.fakeserver import FakeServer, call_text  # noqa: E402
+
+MINI = "mini-swe-agent==2.4.6"
+MODEL = "qwen3-8b-oc"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "oc-repl" / "bench-venvs"
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # mini's local environment ends the run on this output
+# Non-zero prices, so that litellm's cost calculation takes its ordinary path rather than an error.
+REGISTRY = {
+    f"openai/{MODEL}": {
+        "max_tokens": 4096,
+        "max_input_tokens": 32768,
+        "max_output_tokens": 4096,
+        "input_cost_per_token": 1e-9,
+        "output_cost_per_token": 1e-9,
+        "litellm_provider": "openai",
+        "mode": "chat",
+    }
+}
+
+
+def mini_command(venv: Path) -> Path:
+    """`mini` of a virtualenv holding mini-swe-agent 2.4.6, made there on first use."""
+    mini, done = venv / "bin" / "mini", venv / ".installed"
+    if done.exists() and mini.exists():
+        return mini
+    shutil.rmtree(venv, ignore_errors=True)  # a half-made one from an interrupted install
+    print(f"installing {MINI} into {venv} ...", file=sys.stderr, flush=True)
+    made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True)
+    if made.returncode == 0:
+        made = subprocess.run([venv / "bin" / "pip", "install", "-q", MINI], capture_output=True, text=True)
+    if made.returncode != 0:
+        skip(f"cannot install {MINI} into {venv}: {(made.stderr or made.stdout).strip()[-300:]}")
+    done.write_text(MINI + "\n")
+    return mini
+
+
+@dataclass(frozen=True)
+class Side:
+    name: str
+    call: str  # one turn's reply
+    last: str  # the reply that ends the run
+
+    def argv(self, url: str, work: Path, mini: Path) -> list[str]:
+        if self.name.startswith("mini"):
+            argv = [str(mini), "-m", f"openai/{MODEL}", "-c", "mini.yaml", "-c", f"model.model_kwargs.api_base={url}"]
+            return [*argv, "-c", f"environment.cwd={work}", "-y", "--exit-immediately", "-l", "0", "-t", "run true"]
+        argv = [sys.executable, "-m", "oc_repl", "run", "--api-base", url, "--sandbox", f"local:{work}", "--yes"]
+        argv += ["--loop-limit", "0", "--max-turns", "100000", "--retries", "0"]
+        return [*argv, *(["--no-confine"] if "no-confine" in self.name else []), "run true"]
+
+
+OC_CALL = call_text("shell_exec", {"id": "s1", "command": "true", "block": True, "timeout": None})
+OC_DONE = "<think>\n\n</think>\n\ndone"
+MINI_SIDE = Side("mini-swe-agent 2.4.6", call_text("bash", {"command": "true"}), call_text("bash", {"command": SUBMIT}))
+OC_UNCONFINED = Side("oc-repl --no-confine", OC_CALL, OC_DONE)
+OC_CONFINED = Side("oc-repl (confined, the default)", OC_CALL, OC_DONE)
+
+
+def mini_env(home: Path) -> dict[str, str]:
+    registry = home / "model-registry.json"
+    registry.write_text(json.dumps(REGISTRY))
+    return {
+        **isolated_env(home),
+        "OPENAI_API_KEY": "EMPTY",
+        "MSWEA_CONFIGURED": "true",  # no first-run setup questions
+        "MSWEA_SILENT_STARTUP": "1",
+        "MSWEA_GLOBAL_CONFIG_DIR": str(home / "mini"),
+        "MSWEA_COST_TRACKING": "ignore_errors",
+        "LITELLM_MODEL_REGISTRY_PATH": str(registry),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    }
+
+
+@dataclass(frozen=True)
+class Sample:
+    wall: float  # seconds, the whole process
+    cpu: float  # seconds of CPU, the process and its children (user + sys)
+    received: tuple[float, ...]  # when each chat request reached the server (this process's perf_counter)
+
+
+def run_once(side: Side, commands: int, mini: Path, home: Path) -> Sample:
+    """One whole run of `commands` turns plus the last."""
+    work = Path(tempfile.mkdtemp(dir=home))
+    env = mini_env(home) if side is MINI_SIDE else isolated_env(home)
+    replies = [{"text": side.call}] * commands + [{"text": side.last}]
+    with FakeServer({"replies": replies}) as server:
+        argv = side.argv(server.url, work, mini)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        proc = subprocess.run(argv, env=env, cwd=work, stdin=subprocess.DEVNULL, capture_output=True, timeout=900)
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        received = tuple(r["received"] for r in server.chat_requests())
+    if proc.returncode != 0 or len(received) != commands + 1:
+        tail = (proc.stderr or proc.stdout).decode(errors="replace")[-2000:]
+        raise SystemExit(f"{side.name}: exit {proc.returncode}, {len(received)} requests for {commands + 1}:\n{tail}")
+    shutil.rmtree(work, ignore_errors=True)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Sample(wall, cpu, received)
+
+
+Samples = dict[str, dict[int, list[Sample]]]
+
+
+def measure(sides: list[Side], low: int, high: int, runs: int, mini: Path) -> Samples:
+    samples: Samples = {s.name: {low: [], high: []} for s in sides}
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        for side in sides:  # warm-up, not timed: byte-code, the page cache, mini's virtualenv
+            run_once(side, low, mini, home)
+        order = [(side, n) for side in sides for n in (low, high)]
+        for _ in range(runs):
+            random.shuffle(order)  # drift in the machine's load hits every side and size alike
+            for side, n in order:
+                samples[side.name][n].append(run_once(side, n, mini, home))
+    return samples
+
+
+def to_rows(samples: Samples, low: int, high: int) -> list[Row]:
+    """Per turn, three ways: whole runs differenced (wall, CPU), and inside the long runs, from the request that
+    follows command `low` to the one that follows command `high` (start-up and exit left out by construction)."""
+
+    def median(name: str, n: int, of: Callable[[Sample], float]) -> float:
+        return statistics.median(of(sample) for sample in samples[name][n])
+
+    def differenced(of: Callable[[Sample], float]) -> Callable[[str], float]:
+        return lambda name: median(name, high, of) - median(name, low, of)
+
+    ways: dict[str, Callable[[str], float]] = {
+        "whole runs differenced (wall)": differenced(lambda s: s.wall),
+        "whole runs differenced (cpu)": differenced(lambda s: s.cpu),
+        f"requests {low + 1}->{high + 1} in a run (wall)": lambda name: median(
+            name, high, lambda s: s.received[high] - s.received[low]
+        ),
+    }
+    base = MINI_SIDE.name
+    rows = []
+    for way, seconds in ways.items():
+        mini = seconds(base) / (high - low) * 1000
+        rows.append(Row(f"{base}: per turn, {way}", mini, "ms"))
+        for name in samples:
+            if name != base:
+                cost = seconds(name) / (high - low) * 1000
+                goal = {"goal": ">= 10x below mini (<= 0.10x)", "met": cost * 10 <= mini}
+                rows.append(Row(f"{name}: per turn, {way}", cost, "ms", f"{base}, same way", mini, **goal))
+    label = f"a {low}-command run (wall)"
+    mini_run = median(base, low, lambda s: s.wall) * 1000
+    for name in samples:
+        if name != base:
+            rows.append(Row(f"{name}: {label}", median(name, low, lambda s: s.wall) * 1000, "ms", base, mini_run))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=5, help="timed runs of each side and size (default 5)")
+    parser.add_argument("--low", type=int, default=5)
+    parser.add_argument("--high", type=int, default=45)
+    parser.add_argument("--mini-venv", type=Path, default=CACHE / "mini-swe-agent-2.4.6")
+    add_option(parser)
+    args = parser.parse_args()
+    mini = mini_command(args.mini_venv)
+    sides = [MINI_SIDE, OC_UNCONFINED] + ([OC_CONFINED] if confine.check()[0] else [])
+    load = os.getloadavg()[0]
+    samples = measure(sides, args.low, args.high, args.runs, mini)
+    rows = to_rows(samples, args.low, args.high)
+    print(f"turns {args.low} -> {args.high} differenced, medians of {args.runs} runs; `true` on local:, instant model")
+    print(f"load average (1 min) at the start {load:.2f}, at the end {os.getloadavg()[0]:.2f}, {os.cpu_count()} cpus")
+    for row in rows:
+        ratio = f"   {row.ratio:5.3f}x {row.baseline}" if row.ratio is not None else ""
+        verdict = f"   goal {row.goal}: {'met' if row.met else 'NOT met'}" if row.goal else ""
+        print(f"{row.figure:78s} {row.value:8.2f} ms{ratio}{verdict}")
+    write(rows, args.rows)
+
+
+if __name__ == "__main__":
+    main()
