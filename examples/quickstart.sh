@@ -4,7 +4,8 @@
 # The sandbox, chosen first (without one nothing else is worth waiting for): a fresh container of the test image
 # (oc-repl-test:bookworm; no network; removed afterwards) when a docker daemon answers, the image made by
 # .ci/test-image.sh if it is missing and can be made here; otherwise a local: directory confined by bubblewrap (the
-# rest of the host read-only, no network). With neither it stops: it never runs the model's commands unconfined.
+# rest of the host read-only, no network), installing bubblewrap first when it is missing and this is root with apt-get.
+# With neither it stops: it never runs the model's commands unconfined.
 # The model: the server at $OPENAI_BASE_URL when that is set (it must answer), else sglang's default address, else
 # the tiny CPU model of examples/tiny-model/ (the first time compiles llama.cpp: several minutes) -- a PLUMBING DEMO:
 # a 135M model does not solve tasks, so expect the verifier to fail and the turn cap to hit.
@@ -60,8 +61,17 @@ else
   say "no docker daemon answers at ${DOCKER_HOST:-the default socket}"
 fi
 YES=()
+confinable() { # sets why: what confines local: here, or why nothing can
+  why=$("$PY" -c 'import sys; from oc_repl.sandbox.confine import check; ok, why = check(); print(why); sys.exit(not ok)')
+}
+if [ -z "$SANDBOX" ] && ! command -v bwrap >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  # Installing the confinement is part of installing the quick start, as the demo model is: without it nothing runs.
+  say "installing bubblewrap, which confines the model's commands (apt-get install bubblewrap; log: $RUN/apt.log)"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap; } \
+    >"$RUN/apt.log" 2>&1 || say "bubblewrap could not be installed (log: $RUN/apt.log)"
+fi
 if [ -z "$SANDBOX" ]; then
-  why=$("$PY" -c 'import sys; from oc_repl.sandbox.confine import check; ok, why = check(); print(why); sys.exit(not ok)') ||
+  confinable ||
     die "no safe sandbox here: no docker (with $IMAGE), and local: cannot be confined ($why)" \
       "apt-get install bubblewrap, or start a docker daemon and run .ci/test-image.sh"
   mkdir -p "$RUN/sandbox"

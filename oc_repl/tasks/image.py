@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 BUILD_LOG_TAIL = 15  # lines of the build's output shown when it fails
 CPU_PERIOD = 100_000  # microseconds; the quota is `cpus` periods' worth
+_ARG_USE = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 
 
 def image_tag(task: TaskDir) -> str:
@@ -25,14 +26,20 @@ def image_tag(task: TaskDir) -> str:
 
 
 def base_images(dockerfile: Path) -> list[str]:
-    bases, stages = [], set()
+    bases, stages, defaults, seen_from = [], set(), {}, False
     for line in dockerfile.read_text(encoding="utf-8").splitlines():
         words = line.split()
+        if len(words) >= 2 and words[0].upper() == "ARG" and not seen_from:  # an ARG that FROM lines can use
+            name, _, value = words[1].partition("=")
+            defaults[name] = value.strip("\"'")
         if len(words) >= 2 and words[0].upper() == "FROM":
+            seen_from = True
             args = [w for w in words[1:] if not w.startswith("--")]
-            # `FROM ${BASE}` names its image only once the build substitutes the ARG: the build itself checks it
-            if args and args[0] not in stages and args[0].lower() != "scratch" and "$" not in args[0]:
-                bases.append(args[0])
+            # The build passes no build arguments, so `FROM ${BASE}` names ARG BASE's default; an ARG without one (or
+            # `${BASE:-x}`) leaves a `$`, and the build itself checks that image.
+            image = _ARG_USE.sub(lambda m: defaults.get(m[1] or m[2]) or m[0], args[0]) if args else ""
+            if image and image not in stages and image.lower() != "scratch" and "$" not in image:
+                bases.append(image)
             if len(args) >= 3 and args[1].upper() == "AS":
                 stages.add(args[2])
     return bases

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,6 @@ from oc_repl.types import Sandbox
 __all__ = ["TESTS_DEST", "TaskDir", "TaskVerifier", "build_image", "load_task_dir"]
 
 TESTS_DEST = "/tests"
-_ARG_USE = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 
 
 def load_task_dir(path: Path) -> TaskDir:
@@ -83,59 +81,3 @@ class TaskVerifier:
             output_tail=text[-TAIL_BYTES:],
             timed_out=result.timed_out,
         )
-<<<<<<< HEAD
-=======
-
-
-def _base_images(dockerfile: Path) -> list[str]:
-    bases, stages, defaults, seen_from = [], set(), {}, False
-    for line in dockerfile.read_text(encoding="utf-8").splitlines():
-        words = line.split()
-        if len(words) >= 2 and words[0].upper() == "ARG" and not seen_from:  # an ARG that FROM lines can use
-            name, _, value = words[1].partition("=")
-            defaults[name] = value.strip("\"'")
-        if len(words) >= 2 and words[0].upper() == "FROM":
-            seen_from = True
-            args = [w for w in words[1:] if not w.startswith("--")]
-            # The build passes no build arguments, so `FROM ${BASE}` names ARG BASE's default; an ARG without one (or
-            # `${BASE:-x}`) leaves a `$`, and the build itself checks that image.
-            image = _ARG_USE.sub(lambda m: defaults.get(m[1] or m[2]) or m[0], args[0]) if args else ""
-            if image and image not in stages and image.lower() != "scratch" and "$" not in image:
-                bases.append(image)
-            if len(args) >= 3 and args[1].upper() == "AS":
-                stages.add(args[2])
-    return bases
-
-
-def build_image(task: TaskDir, pull: bool = False) -> str:
-    """Build the task's Dockerfile with the Engine API; a base image that is not here is an error, not a hang."""
-    import docker
-
-    from oc_repl.errors import SandboxError
-    from oc_repl.sandbox.docker import connect
-
-    if not task.dockerfile.is_file():
-        raise UsageError(f"task {task.name} has no Dockerfile", hint="pass --image to use an existing image")
-    client = connect()
-    if not pull:
-        for base in _base_images(task.dockerfile):
-            try:
-                client.images.get(base)
-            except docker.errors.ImageNotFound as exc:
-                raise SandboxError(
-                    f"task {task.name} builds FROM {base}, which is not available locally",
-                    hint=f"make {base} available to this daemon first (docker build -t {base} ..., or docker load), "
-                    "then run again: the task's Dockerfile builds on it",
-                ) from exc
-            except docker.errors.APIError as exc:  # e.g. a name the daemon cannot parse
-                raise SandboxError(f"task {task.name} builds FROM {base}: {exc.explanation or exc}") from exc
-    tag = f"oc-repl-task-{task.name.lower()}:latest"
-    try:
-        client.images.build(path=str(task.path), tag=tag, rm=True, pull=pull)
-    except docker.errors.BuildError as exc:
-        tail = "".join(str(chunk.get("stream") or chunk.get("error") or "") for chunk in list(exc.build_log)[-15:])
-        raise SandboxError(f"building the image of task {task.name} failed: {exc.msg}", hint=tail.strip()) from exc
-    except docker.errors.APIError as exc:
-        raise SandboxError(f"building the image of task {task.name} failed: {exc.explanation or exc}") from exc
-    return tag
->>>>>>> firsthour
