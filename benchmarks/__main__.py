@@ -1,5 +1,5 @@
 """The benchmark suite: every benchmark script in turn, then one table of every figure next to its baseline measured
-in the same run (and their ratio), the issue's goal where there is one, and the load average while it ran.
+in the same run (and their ratio), its goal where there is one, and the load average while it ran.
 
 Each script runs as its own process, as it would alone (its own printout is shown as it comes), and hands its figures
 over as rows (`--rows FILE`, see rows.py); the two that only print are read by adapters.py. Benchmarks whose

@@ -15,7 +15,7 @@ _NUMBER = re.compile(r"^(-|-?\d+(\.\d+)?x?)$")  # "-": a column with nothing to 
 
 def docker_exec(text: str) -> list[Row]:
     """The method table: one row per method against the first one (the Engine API exec), whichever columns the
-    script prints (mean and median in either order, p90 or not). The issue's goal applies to `sandbox`."""
+    script prints (mean and median in either order, p90 or not). The goal applies to `sandbox`."""
     lines = text.splitlines()
     header = next((i for i, line in enumerate(lines) if line.split()[:1] == ["method"]), None)
     if header is None:

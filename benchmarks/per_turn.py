@@ -16,7 +16,7 @@ HIGH run, from the server's arrival times: (request LOW+1 to request HIGH+1) / (
 - oc-repl, confined in bubblewrap (the default for local:), where confinement works here.
 oc-repl's loop detection is off (--loop-limit 0): the same call every turn is the point here. Each side writes its
 record as it does by default (oc-repl its transcript, mini its trajectory).
-Goal (issue 12): oc-repl's per-turn cost >= 10x below mini-swe-agent's.
+Goal: oc-repl's per-turn cost >= 10x below mini-swe-agent's.
 Run: python benchmarks/per_turn.py [--runs 5] [--low 5] [--high 45] [--mini-venv DIR]
 """
 

@@ -24,7 +24,7 @@ class Row:
     unit: str  # "ms", "s", "MB", "x", "/min"
     baseline: str = ""  # what `value` is compared with, measured in the same run
     base_value: float | None = None
-    goal: str = ""  # the goal for this figure, in words
+    goal: str = ""  # the goal set for this figure, in words
     met: bool | None = None
 
     @property

@@ -9,7 +9,7 @@ Rows (medians of --runs, each a fresh process):
   server (GET /models comes first, as in a run without --model), and the wall time of the whole run; the model
   answers at once with no tool call, so the run is one turn on a `local:` sandbox.
 
-Goals (issue 12): first request <= 0.25 s, whole one-turn run <= 0.35 s.
+Goals: first request <= 0.25 s, whole one-turn run <= 0.35 s.
 Run: python benchmarks/startup.py [--runs 10] [--rows FILE]
 """
 

@@ -286,6 +286,8 @@ def test_task_from_a_missing_base_image_fails_fast_and_clearly(serve, tmp_path, 
     assert time.monotonic() - started < 15
     message = " ".join(proc.stderr.split())  # the human renderer wraps long lines
     assert "oc-repl-no-such-base:never" in message and "not available locally" in message
+    # what works is making the base image; --image would skip the task's Dockerfile and its set-up
+    assert "docker build -t oc-repl-no-such-base:never" in message and "--image" not in message
     assert server.chat_requests() == []
 
 
