@@ -40,6 +40,11 @@ NEEDS = (
         r"OC_REPL_TINY_VENV|tiny-model\.sh",
         "export OC_REPL_TINY_VENV=$(examples/tiny-model/install.sh)",
     ),
+    Need(
+        "Harbor (Python >= 3.12)",
+        r"needs Harbor|could not import 'harbor'",
+        "python3.12 -m venv V && V/bin/pip install '.[harbor,test]' && V/bin/python -m pytest -q tests/test_harbor*",
+    ),
     Need("OC_REPL_SLOW_TESTS=1 (slow tests)", r"OC_REPL_SLOW_TESTS=1", "OC_REPL_SLOW_TESTS=1 python -m pytest -q"),
     Need(
         "other Python versions",

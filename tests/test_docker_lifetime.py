@@ -58,12 +58,21 @@ def test_10_12_created_containers_carry_a_label_and_a_finite_lifetime(docker_cli
     assert attrs["Config"]["Labels"] == {LABEL: "1"}
 
 
+def running(client: Any, container_id: str) -> bool:
+    import docker
+
+    try:
+        return client.api.inspect_container(container_id)["State"]["Running"]
+    except docker.errors.NotFound:  # expired and swept already, by a sandbox opened meanwhile (tests run in parallel)
+        return False
+
+
 def test_10_12_a_container_stops_when_its_lifetime_is_over(docker_client: Any, boxes: list):
     box = DockerImageSandbox.from_spec(IMAGE, lifetime=5)
     boxes.append(box)
     box.spawn("sleep 100", tty=False)  # a channel open, and a command running, when the end comes
     deadline = time.monotonic() + 60
-    while docker_client.api.inspect_container(box.id)["State"]["Running"] and time.monotonic() < deadline:
+    while running(docker_client, box.id) and time.monotonic() < deadline:
         time.sleep(0.1)
     with pytest.raises(SandboxLost, match="lifetime ended"):
         box.exec("echo too late", timeout=30)

@@ -8,6 +8,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -54,9 +55,12 @@ def wheel() -> Path:
     cache = _cache_dir()
     found = sorted(cache.glob(f"terminal_bench-{VERSION}-*.whl"))
     try:
-        if not found:
+        if not found:  # downloaded beside the cache and moved in whole: parallel test workers may race for it
             cache.mkdir(parents=True, exist_ok=True)
-            found = [_download(cache)]
+            with tempfile.TemporaryDirectory(dir=cache) as part:
+                downloaded = _download(Path(part))
+                found = [cache / downloaded.name]
+                os.replace(downloaded, found[0])
     except (OSError, subprocess.SubprocessError) as exc:
         reason = f"terminal-bench=={VERSION} could not be downloaded from the package index ({exc})"
         if os.environ.get("CI") == "true":

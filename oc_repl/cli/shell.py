@@ -42,8 +42,19 @@ COMMANDS: dict[str, str] = {
 }
 
 
+BAR_SANDBOX_WIDTH = 48  # characters of the sandbox spec on the bottom bar; the header shows it whole
+
+
 def history_path() -> Path:
     return paths.state_dir() / "history"
+
+
+def elide(text: str, width: int = BAR_SANDBOX_WIDTH) -> str:
+    """The middle of a long text left out: a deep sandbox path must not push the turn counter off the bar."""
+    if len(text) <= width:
+        return text
+    keep = width - 1
+    return text[: keep // 3] + "…" + text[len(text) - (keep - keep // 3) :]
 
 
 class _SlashCompleter(Completer):
@@ -115,7 +126,7 @@ class Shell:
     def _toolbar(self) -> str:
         s = self.settings
         return (
-            f" {self.session.client.model or s.model or '(model: server default)'} · {s.protocol} · {s.sandbox}"
+            f" {self.session.client.model or s.model or '(model: server default)'} · {s.protocol} · {elide(s.sandbox)}"
             f" · turn {self.status.turn}/{self.status.max_turns or s.max_turns} · tokens {self.status.tokens}"
             f" · verify {self.status.verify} · approval {self.approval}"
         )

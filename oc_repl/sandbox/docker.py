@@ -114,7 +114,7 @@ class DockerSandbox:
         try:
             return fn(*args, **kwargs)
         except docker.errors.NotFound as exc:
-            raise SandboxLost(f"container {self.name} no longer exists") from exc
+            raise self._lost(f"container {self.name} no longer exists") from exc  # expired ones are swept
         except docker.errors.APIError as exc:
             if exc.status_code == 409:  # "is not running" / "is paused"
                 raise self._lost(f"container {self.name}: {exc.explanation or exc}") from exc

@@ -20,8 +20,10 @@ PID_DIR = "/tmp/.oc-repl"  # one subdirectory per sandbox: clients attached to o
 # Files that are not pid files (long commands, the channels' FIFOs) live in this subdirectory of a sandbox's pid
 # directory: close() reads every entry of the pid directory as a pid file, and a directory simply fails that read.
 WORK_SUBDIR = "c"
-# After a command ends, a background child may still hold its output stream open; stop waiting for it then.
-EXIT_GRACE = 0.25
+# After a command ends, a background child may still hold its output stream open; stop waiting for it then. The wait
+# ends as soon as the stream does (the usual case), so the grace is paid only with such a child; it is long enough for
+# a daemon on a loaded machine to pass on the command's last output, which it may do well after reporting the end.
+EXIT_GRACE = 1.0
 # A command's end is learnt by asking the daemon; the pause between asks grows to this while the command runs.
 POLL_FIRST, POLL_MAX = 0.05, 0.5
 # Linux refuses one argument longer than this (MAX_ARG_STRLEN, its terminating NUL included). A script that long is
