@@ -39,7 +39,8 @@ def test_runs():
 
 def pytest_summary(tmp_path: Path, source: str) -> str:
     (tmp_path / "test_some.py").write_text(source)
-    args = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "tests.skips", "-p", "no:cacheprovider", str(tmp_path)]
+    args = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "tests.skips", "-p", "no:cacheprovider"]
+    args.append(str(tmp_path))
     proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
