@@ -21,6 +21,7 @@ from oc_repl.sandbox.keys import key_bytes, upstream_types
 from oc_repl.sandbox.terminal import (
     HEIGHT,
     POLL,
+    START_LIMIT,
     STARTUP_WAIT,
     WIDTH,
     Probe,
@@ -133,7 +134,7 @@ class PtyTerminal(Terminal):
         self.wait(STARTUP_WAIT, time.monotonic())
 
     def _read_pid(self, pidfile: str) -> int:
-        deadline = time.monotonic() + STARTUP_WAIT
+        deadline = time.monotonic() + START_LIMIT
         while time.monotonic() < deadline and self._proc.alive():
             # Read once and removed at once: the model may clean /tmp later, and nothing else needs the file.
             text = self.sandbox.exec(f"cat {pidfile} 2>/dev/null && rm -f {pidfile}", timeout=30).output.strip()

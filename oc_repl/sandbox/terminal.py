@@ -24,7 +24,10 @@ WIDTH, HEIGHT = 160, 40
 HISTORY_LIMIT = 50000
 MAX_WAIT = 60.0  # a command's duration is capped here, as upstream caps it
 POLL = 0.02
-STARTUP_WAIT = 5.0
+STARTUP_WAIT = 5.0  # for the first prompt; the first screen is taken after this at the latest
+# A shell that does not start within this is an error. The wait ends as soon as it has started; a loaded machine
+# (or a slow container) can take several seconds.
+START_LIMIT = 30.0
 _SPLIT = "@@oc-repl-screen@@"
 # How a shell's prompt ends: bash's `$ ` and `# `, PS2's `> `, zsh's `% `. A prompt ending otherwise is never seen as
 # one, which only costs the early return: the wait then lasts the full duration.
