@@ -29,7 +29,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from oc_repl.protocols.camel_tools import NO_OUTPUT, CamelTerminalTools  # noqa: E402
+from oc_repl.protocols import create  # noqa: E402
+from oc_repl.protocols.camel_tools import CamelTerminalTools  # noqa: E402
 from oc_repl.sandbox.docker import DockerImageSandbox, DockerSandbox  # noqa: E402
 from oc_repl.sandbox.docker_channel import ChannelProcess  # noqa: E402
 
@@ -61,7 +62,9 @@ def main() -> None:
     each = DockerSandbox(box.client, box.container)  # a second client on the same container, channel switched off
     each.channels.broken = True
     try:
-        tools = CamelTerminalTools(box)
+        camel = create("camel-terminal-toolkit")  # the protocol's own texts, as a run builds its tools
+        tools = CamelTerminalTools(box, camel.toolkit, camel.notices)
+        no_output = camel.toolkit.render("exec.no_output")
         api = box.api
         trips = count_requests(api)
 
@@ -95,7 +98,7 @@ def main() -> None:
             "fresh-bash": timed(fresh_bash),
             "sandbox": timed(true_in_sandbox),
             "back-to-back": back_to_back,
-            "shell_exec": timed(lambda: tools.call("shell_exec", {"id": "b", "command": "true"}).text == NO_OUTPUT),
+            "shell_exec": timed(lambda: tools.call("shell_exec", {"id": "b", "command": "true"}).text == no_output),
             "exec-each": timed(lambda: each.exec("true", timeout=30)),
         }
         for fn in methods.values():  # warm up connections, the channel, the page cache in the container
