@@ -9,6 +9,12 @@ from typing import Any
 
 import click
 
+if "httpx" not in sys.modules:
+    # httpx imports its own command-line tool whenever click and rich are installed, as they are here: some 80 ms of
+    # every run's start, for a tool this process never runs. A None entry makes that one import fail at once, and
+    # httpx then defines a stub in its place (its own fallback for when the tool's dependencies are missing).
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[assignment]
+
 from oc_repl import __version__
 from oc_repl.cli.doctor import doctor
 from oc_repl.cli.protocols import protocols
