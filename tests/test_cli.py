@@ -257,4 +257,6 @@ def test_12_a_one_shot_run_imports_only_what_it_needs(serve, tmp_path):
     assert proc.returncode == 0, proc.stderr
     loaded = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines() if "import time:" in line}
     assert loaded.isdisjoint({"pydantic", "docker", "prompt_toolkit", "yaml", "pyte", "openai"}), loaded
-    assert "httpx._main" not in proc.stderr  # httpx's own command-line tool (~80 ms) stays unloaded
+    # httpx's own command-line tool (~80 ms) stays unloaded: its import is only attempted, and fails at once
+    cli = [line.split("|") for line in proc.stderr.splitlines() if line.rstrip().endswith(" httpx._main")]
+    assert all(int(cumulative) < 1000 for _, cumulative, _ in cli), cli
