@@ -11,12 +11,11 @@ imports together.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from oc_repl import paths
+from oc_repl import paths, tomlfile
 from oc_repl.errors import UsageError
 
 DEFAULT_API_BASE = "http://127.0.0.1:30000/v1"  # sglang's default port
@@ -162,14 +161,7 @@ def load_file(path: Path | None, profile: str | None) -> dict[str, Any]:
         if profile:
             raise UsageError(f"profile {profile!r} asked for, but there is no config file at {path}")
         return {}
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read config file {path}: {exc}") from exc
+    data = tomlfile.read(path, "config file ")
     profiles = data.pop("profiles", {})
     values = {k.replace("-", "_"): v for k, v in data.items()}
     if profile:

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import sys
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-from oc_repl import paths
+from oc_repl import paths, tomlfile
 from oc_repl.errors import UsageError
 from oc_repl.types import AgentProtocol, Asset
 
@@ -64,21 +63,10 @@ class Manifest:
         return self.entry(filename).get("upstream_sha256", "")
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read {path}: {exc}") from exc
-
-
 def _builtin_manifests() -> dict[str, Manifest]:
     found = {}
     for path in sorted(_builtin_root().glob("*/manifest.toml")):
-        data = _read_toml(path)
+        data = tomlfile.read(path)
         found[path.parent.name] = Manifest(path.parent.name, data["kind"], path.parent, True, path.parent.name, data)
     return found
 
@@ -93,7 +81,7 @@ def manifests() -> dict[str, Manifest]:
             continue  # a folder named after a built-in protocol overrides assets only
         if not manifest.is_file():
             continue
-        data = _read_toml(manifest)
+        data = tomlfile.read(manifest)
         kind = data.get("kind", "")
         if kind not in KINDS:
             raise UsageError(f"{manifest}: unknown kind {kind!r}; known: {', '.join(KINDS)}")

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import string
-import sys
 from collections.abc import Mapping
 from typing import Any
 
+from oc_repl import tomlfile
 from oc_repl.errors import UsageError
 from oc_repl.types import Asset
 
@@ -56,12 +56,8 @@ def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def parse(data: bytes, spec: Spec, where: str) -> dict[str, str]:
     """The templates in a TOML file, checked against `spec`: every name present, no unknown ones, fields allowed."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
     try:
-        texts = flatten(tomllib.loads(data.decode("utf-8")))
+        texts = flatten(tomlfile.loads(data.decode("utf-8")))
     except (UnicodeDecodeError, ValueError) as exc:
         raise UsageError(f"{where}: not a readable TOML file of templates: {exc}") from exc
     problems = [f"missing template {name!r}" for name in spec if name not in texts]

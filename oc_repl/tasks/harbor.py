@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from oc_repl import tomlfile
 from oc_repl.errors import UsageError
 from oc_repl.events import VerifyCompleted
 from oc_repl.tasks.model import TaskDir, seconds
@@ -28,17 +28,6 @@ DEFAULT_TIMEOUT = 600.0
 COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.I)
 _MB = {"": 1 / (1 << 20), "k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
-
-
-def _toml(path: Path) -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read {path}: {exc}") from exc
 
 
 def _table(data: dict[str, Any], key: str, spec: Path) -> dict[str, Any]:
@@ -66,7 +55,7 @@ def _memory_mb(env: dict[str, Any], spec: Path) -> int | None:
 def load_harbor_dir(path: Path) -> TaskDir:
     path = path.resolve()
     spec = path / "task.toml"
-    data = _toml(spec)
+    data = tomlfile.read(spec)
     instruction_file = path / "instruction.md"
     try:
         instruction = instruction_file.read_text(encoding="utf-8")
