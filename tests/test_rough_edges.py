@@ -54,3 +54,18 @@ def test_11_5_a_missing_config_file_and_an_empty_verify_file_are_usage_errors(se
 def test_11_5_a_bad_sandbox_spec_is_refused_at_start(tmp_path):
     run = run_cli(["--sandbox", "nope", "run", "hi"], tmp_path)
     assert run.returncode == 2 and "scheme:target" in run.stderr
+
+
+def test_11_5_a_model_list_that_is_an_html_page_is_a_server_error(serve, tmp_path):
+    """A proxy's error page where /v1/models should be: exit 5 naming what came back, not a crash (exit 70)."""
+    page = b"<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>"
+    server = serve({"models_body": page, "replies": HELLO})
+    args = [a for a in base_args(server, tmp_path / "w", "make hello")]
+    if "--model" in args:  # the model is left for the server's list to name
+        at = args.index("--model")
+        del args[at : at + 2]
+    run = run_cli(args, tmp_path)
+    assert run.returncode == 5, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    assert "the model list is not JSON" in run.stderr and "Pass --model NAME" in run.stderr, run.stderr
+    assert server.chat_requests() == []

@@ -116,7 +116,12 @@ class ChatClient:
     def resolve_model(self) -> str:
         """The configured model, else the first id the server lists (asked once)."""
         if not self.model:
-            self.model = self._with_retries(self._first_model)
+            try:
+                self.model = self._with_retries(self._first_model)
+            except ServerError as exc:
+                if not exc.hint:  # a broken list (a proxy's error page, say) need not stop a user who knows the name
+                    exc.hint = "Pass --model NAME: the model list is then not asked for."
+                raise
         return self.model
 
     def complete(
