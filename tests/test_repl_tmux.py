@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +28,8 @@ def answer(text: str) -> dict:
 
 
 class TmuxShell:
+    server: Any  # the fake model server it talks to
+
     def __init__(self, tmp_path: Path, url: str, *args: str) -> None:
         self.socket = f"oc-repl-test-{uuid.uuid4().hex[:8]}"
         self.work = tmp_path / "work"
@@ -94,6 +98,7 @@ def shell(tmp_path, serve):
     def start(script: dict, *args: str) -> TmuxShell:
         server = serve(script)
         sh = TmuxShell(tmp_path, server.url, "--yes", *args)
+        sh.server = server
         shells.append(sh)
         return sh
 
@@ -286,3 +291,19 @@ def test_11_5_a_slow_model_shows_a_spinner_with_the_seconds(shell):
     sh.wait_for("waiting for the model")
     sh.wait_for("slow answer", timeout=20)
     assert "waiting for the model" not in sh.screen().split("slow answer")[-1]
+
+
+def test_11_5_after_ctrl_c_the_model_is_told_and_the_partial_output_is_shown(shell):
+    sh = shell({"replies": [exec_call("echo partial-9431; sleep 96.75", timeout=300), answer("understood")]})
+    sh.type_line("start something long")
+    sh.wait_for("sleep 96.75")
+    time.sleep(0.5)  # the echo has run (a later Ctrl-C only finds more of the sleep)
+    sh.send("C-c")
+    sh.wait_for("■ interrupted")
+    sh.wait_for("partial-9431", count=2)  # the command, then what it printed before the interrupt
+    sh.wait_for_prompt(2)
+    sh.type_line("go on")
+    sh.wait_for("understood")
+    told = json.dumps(sh.server.chat_requests()[-1]["body"]["messages"])
+    # in camel's terms: the call's result says the user interrupted it, with what it printed until then
+    assert "the user interrupted this call" in told and "partial-9431" in told, told
