@@ -272,6 +272,11 @@ def to_dict(value: Any) -> dict[str, Any]:
     return dataclasses.asdict(value)
 
 
+# Line breaks to Python's str.splitlines (and to JavaScript, for U+2028/9) that JSON leaves unescaped: written as \u
+# escapes, a transcript stays one event per line for every reader. They can only occur inside JSON strings.
+_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
 def to_json(value: Any) -> str:
     """One event as one line of JSON. Text that cannot be written as UTF-8 (a lone surrogate a model or a sandbox
     produced) is written with JSON's \\u escapes instead, so a transcript line is always valid."""
@@ -281,7 +286,7 @@ def to_json(value: Any) -> str:
         line.encode("utf-8")
     except UnicodeEncodeError:
         line = json.dumps(data, separators=(",", ":"))
-    return line
+    return line.translate(_LINE_BREAKS)
 
 
 _adapter: Any = None

@@ -62,7 +62,7 @@ def episodes(transcript: Path) -> Iterator[dict[str, Any]]:
     turns: list[dict[str, Any]] = []
     pending: dict[str, Any] | None = None
     verify: dict[str, Any] | None = None
-    for line in transcript.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in transcript.read_text(encoding="utf-8", errors="replace").split("\n"):
         try:
             event = json.loads(line)
         except ValueError:

@@ -115,7 +115,7 @@ def _events(transcript: Path) -> list[dict[str, Any]]:
     a signal that arrives while pydantic validates could surface as a bad line and be swallowed with it."""
     events = []
     if transcript.is_file():
-        for line in transcript.read_text(encoding="utf-8", errors="replace").splitlines():
+        for line in transcript.read_text(encoding="utf-8", errors="replace").split("\n"):
             try:
                 event = json.loads(line)
             except ValueError:
