@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -24,6 +24,17 @@ def _main_thread() -> bool:
 
 
 @contextmanager
+def handled(signums: Iterable[int], handler: Any) -> Iterator[None]:
+    """`handler` for each of `signums` while inside; the previous handlers afterwards."""
+    previous = {sig: signal.signal(sig, handler) for sig in signums}
+    try:
+        yield
+    finally:
+        for sig, before in previous.items():
+            signal.signal(sig, before)
+
+
+@contextmanager
 def stoppable() -> Iterator[None]:
     """SIGTERM and SIGHUP raise Terminated while inside."""
     if not _main_thread():
@@ -33,12 +44,8 @@ def stoppable() -> Iterator[None]:
     def terminate(signum: int, frame: Any) -> None:
         raise Terminated(signal.Signals(signum).name)
 
-    previous = {sig: signal.signal(sig, terminate) for sig in STOPS}
-    try:
+    with handled(STOPS, terminate):
         yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 @contextmanager

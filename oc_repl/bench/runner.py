@@ -169,12 +169,8 @@ class Bench:
 
         # a SIGINT ignored when the bench started (started in the background) stays ignored
         watched = [s for s in (signal.SIGINT, *signals.STOPS) if signal.getsignal(s) is not signal.SIG_IGN]
-        previous = {sig: signal.signal(sig, stop) for sig in watched}
-        try:
+        with signals.handled(watched, stop):
             yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
     # --- one trial --------------------------------------------------------------------------------------------
 
