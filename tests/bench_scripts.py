@@ -7,8 +7,8 @@ from pathlib import Path
 
 from oc_repl.tasks.model import load_task
 from tests.conftest import ROOT
+from tests.docker_support import exec_call
 from tests.test_cli import answer
-from tests.test_docker import exec_call
 from tests.test_terminus_cli import js
 
 TASKS = ROOT / "examples" / "tasks"

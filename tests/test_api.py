@@ -12,8 +12,8 @@ import pytest
 
 from oc_repl.errors import UsageError
 from tests.conftest import run_cli
+from tests.docker_support import exec_call
 from tests.test_cli import answer
-from tests.test_docker import exec_call
 
 
 def settings_for(server, tmp_path: Path, **more):

@@ -18,8 +18,8 @@ import pytest
 
 from tests.bench_scripts import CAMEL, PLAN, TERMINUS, bench_script, resolved_per_trial, route
 from tests.conftest import ROOT, cli_env, run_cli
+from tests.docker_support import docker_session
 from tests.fakeserver import conversation_turn
-from tests.test_docker import docker_session
 
 
 @pytest.fixture(scope="module")

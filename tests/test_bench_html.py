@@ -13,9 +13,9 @@ import pytest
 
 from oc_repl.bench.results import TRANSCRIPT, trial_dir
 from tests.conftest import run_cli
+from tests.docker_support import exec_call
 from tests.test_bench_stats import cell_results, write_bench
 from tests.test_cli import answer
-from tests.test_docker import exec_call
 
 CHROMIUM = os.environ.get("OC_REPL_CHROMIUM", "/usr/bin/chromium")
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]

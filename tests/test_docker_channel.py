@@ -14,7 +14,7 @@ import pytest
 from oc_repl.sandbox.docker import DockerSandbox
 from oc_repl.sandbox.docker_channel import ChannelProcess
 from oc_repl.sandbox.docker_exec import DockerProcess
-from tests.test_docker import container_factory, docker_session, live_processes, wait_gone
+from tests.docker_support import container_factory, docker_session, live_processes, wait_gone
 
 
 @pytest.fixture(scope="module")

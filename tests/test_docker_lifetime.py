@@ -15,7 +15,7 @@ import pytest
 from oc_repl.errors import SandboxLost
 from oc_repl.sandbox.docker import DockerImageSandbox, DockerSandbox
 from oc_repl.sandbox.docker_lifetime import DEFAULT_LIFETIME, EXPIRES, LABEL
-from tests.test_docker import IMAGE, TEST_LABEL, docker_session
+from tests.docker_support import IMAGE, TEST_LABEL, docker_session
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ import pytest
 
 from oc_repl.events import parse_event
 from tests.conftest import ROOT, cli_env, run_cli
-from tests.test_docker import (
+from tests.docker_support import (
     IMAGE,
     answer,
     cli_args,

@@ -13,7 +13,7 @@ from oc_repl.events import parse_event
 from oc_repl.protocols.terminus import TerminusJson
 from oc_repl.sandbox.pty_terminal import PtyTerminal
 from tests.conftest import ROOT, cli_env, run_cli
-from tests.test_docker import IMAGE, docker_session
+from tests.docker_support import IMAGE, docker_session
 from tests.test_pty_terminal import check_dashes_and_long_keys, check_typed_ahead, opened, play
 from tests.test_terminus_cli import js, xml
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from tests.conftest import run_cli
+from tests.docker_support import exec_call
 from tests.test_cli import answer
-from tests.test_docker import exec_call
 
 
 def run_episode(serve, tmp_path, transcript, replies, *more):

@@ -21,9 +21,9 @@ import pytest
 
 pytest.importorskip("harbor")
 
+from tests.docker_support import docker_session  # noqa: E402
 from tests.fakeserver import call_text  # noqa: E402
 from tests.harbor_support import AGENT, TASK, harbor_run, trial_results  # noqa: E402
-from tests.test_docker import docker_session  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 MODEL = "openai/qwen3-8b-oc"

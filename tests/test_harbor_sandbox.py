@@ -30,9 +30,9 @@ from oc_repl.sandbox.harbor_env import HarborSandbox, LoopBridge  # noqa: E402
 from oc_repl.sandbox.pty_terminal import PtyTerminal  # noqa: E402
 from oc_repl.sandbox.terminal import TmuxTerminal  # noqa: E402
 from tests.camel_scenarios import SCENARIOS  # noqa: E402
+from tests.docker_support import IMAGE, docker_session  # noqa: E402
 from tests.harbor_support import TASK, started  # noqa: E402
 from tests.test_camel_tools import TERMINATED_EMPTY, builtin_tools  # noqa: E402
-from tests.test_docker import IMAGE, docker_session  # noqa: E402
 
 pytestmark = pytest.mark.docker
 

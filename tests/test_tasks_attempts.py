@@ -10,8 +10,8 @@ import pytest
 
 from tests.bench_scripts import TASKS, solution
 from tests.conftest import run_cli
+from tests.docker_support import IMAGE, completed_commands, docker_session, events_of, exec_call
 from tests.test_cli import answer
-from tests.test_docker import IMAGE, completed_commands, docker_session, events_of, exec_call
 from tests.test_docker_tasks import gone
 
 

@@ -14,8 +14,8 @@ import pytest
 
 from tests.bench_scripts import TASKS, solution
 from tests.conftest import run_cli
+from tests.docker_support import docker_session, events_of, exec_call
 from tests.test_cli import answer
-from tests.test_docker import docker_session, events_of, exec_call
 
 
 @pytest.fixture(scope="module")
