@@ -9,6 +9,7 @@ Assets resolve in this order, and every run records which one it used: a user fo
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ def data_dir(name: str) -> Path:
     return folder
 
 
-@dataclass
+@dataclass(frozen=True)
 class Manifest:
     name: str
     kind: str
@@ -63,6 +64,7 @@ class Manifest:
         return self.entry(filename).get("upstream_sha256", "")
 
 
+@functools.cache  # package data: read once per process, not once per asset a protocol loads
 def _builtin_manifests() -> dict[str, Manifest]:
     found = {}
     for path in sorted(_builtin_root().glob("*/manifest.toml")):
