@@ -197,6 +197,9 @@ def run_once(server: FakeServer, box: LocalSandbox, folder: Path, protocol: str,
 
 
 def _fuzz(protocol: str):
+    # The whole search is one test: its time limit grows with the examples (a terminus example takes about 0.15 s
+    # alone, several times that beside three other workers on two cores).
+    @pytest.mark.timeout(max(120, EXAMPLES))
     @settings(
         max_examples=EXAMPLES,
         deadline=None,
