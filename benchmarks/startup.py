@@ -36,7 +36,10 @@ MAKE_CLIENT = "from oc_repl.client.chat import ChatClient; ChatClient({!r}, 'EMP
 
 def isolated_env(home: Path) -> dict[str, str]:
     """This environment without the user's server, key, oc-repl settings and state: all of those under `home`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "OC_REPL_"))}
+    # An installed oc-repl runs from byte-code (pip compiles it; an editable checkout writes it on first import), so
+    # a PYTHONDONTWRITEBYTECODE of this shell's would time the compiler, not oc-repl: the warm-up run writes it.
+    skip = ("OPENAI_", "OC_REPL_", "PYTHONDONTWRITEBYTECODE")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(skip)}
     env.update(XDG_STATE_HOME=str(home / "state"), XDG_CONFIG_HOME=str(home / "config"), NO_COLOR="1")
     return env
 

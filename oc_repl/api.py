@@ -17,7 +17,6 @@ them wherever it is called from, and isolates a crash: `bench` runs every trial 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import os
 import selectors
@@ -145,12 +144,20 @@ def settings_args(settings: RunSettings) -> list[str]:
     return args
 
 
-def _die_with_parent(parent: int) -> None:  # pragma: no cover - runs in the child between fork and exec
+def _die_with_parent(parent: int, libc: Any) -> None:  # pragma: no cover - runs in the child between fork and exec
     """Linux: the child gets SIGTERM if its parent dies, so a killed bench leaves no run (or container) behind."""
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:  # the parent died before the line above: no signal will come, so go now
         os._exit(128 + signal.SIGTERM)
+
+
+def _libc() -> Any:
+    """The C library, loaded in the parent: nothing is imported between fork and exec (and a one-shot run, which
+    never starts a child, never loads ctypes)."""
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
 
 
 class RunProcess:
@@ -184,7 +191,7 @@ class RunProcess:
             stderr=stderr if stderr is not None else subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
             env=env,
-            preexec_fn=functools.partial(_die_with_parent, os.getpid()) if sys.platform == "linux" else None,
+            preexec_fn=functools.partial(_die_with_parent, os.getpid(), _libc()) if sys.platform == "linux" else None,
         )
         assert self.proc.stdout is not None
         self.stdout = self.proc.stdout

@@ -17,8 +17,10 @@ import dataclasses
 import itertools
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Annotated, Any, Literal, Union
+
+from oc_repl.record import Record, record
 
 SCHEMA = "oc-repl/1"
 _ids = itertools.count(1)
@@ -33,21 +35,25 @@ def _now() -> float:
     return round(time.time(), 3)
 
 
-event = dataclass(kw_only=True)
+event = record(kw_only=True)
 
 
 # --- items ---------------------------------------------------------------------------------------------------------
 
 
 @event
-class AgentMessage:
+class AgentMessage(Record):
+    """What the model says in a turn, apart from its reasoning and its actions."""
+
     type: Literal["agent_message"] = "agent_message"
     id: str
     text: str = ""
 
 
 @event
-class Reasoning:
+class Reasoning(Record):
+    """The model's thinking (Qwen3's <think> block, or a server's reasoning_content)."""
+
     type: Literal["reasoning"] = "reasoning"
     id: str
     text: str = ""
@@ -57,7 +63,9 @@ CommandStatus = Literal["in_progress", "completed", "failed", "timed_out", "decl
 
 
 @event
-class CommandExecution:
+class CommandExecution(Record):
+    """One action of the model in the sandbox: a command, keystrokes or a file operation."""
+
     type: Literal["command_execution"] = "command_execution"
     id: str
     tool: str = ""  # the protocol-level action, e.g. shell_exec or keystrokes
@@ -68,13 +76,17 @@ class CommandExecution:
 
 
 @event
-class FileUpdate:
+class FileUpdate(Record):
+    """One file a file_change touched."""
+
     path: str
     kind: Literal["add", "delete", "update"] = "update"
 
 
 @event
-class FileChange:
+class FileChange(Record):
+    """Files the model wrote through a protocol's file tool."""
+
     type: Literal["file_change"] = "file_change"
     id: str
     changes: list[FileUpdate]
@@ -82,7 +94,9 @@ class FileChange:
 
 
 @event
-class ParseError:
+class ParseError(Record):
+    """A reply the protocol could not read; `feedback` is what the model is told instead."""
+
     type: Literal["parse_error"] = "parse_error"
     id: str
     message: str
@@ -93,7 +107,9 @@ Item = Union[AgentMessage, Reasoning, CommandExecution, FileChange, ParseError] 
 
 
 @event
-class AssetInfo:
+class AssetInfo(Record):
+    """One model-facing text asset: its name, sha256 and where it came from (built-in, upstream or user)."""
+
     name: str
     sha256: str
     source: str
@@ -101,20 +117,26 @@ class AssetInfo:
 
 
 @event
-class UsageInfo:
+class UsageInfo(Record):
+    """Token counts of one turn, as the server reported them."""
+
     input_tokens: int = 0
     cached_input_tokens: int = 0
     output_tokens: int = 0
 
 
 @event
-class ItemRef:
+class ItemRef(Record):
+    """Names the item an item.updated delta belongs to."""
+
     id: str
     type: str
 
 
 @event
-class ErrorInfo:
+class ErrorInfo(Record):
+    """Why a turn failed."""
+
     message: str
 
 
@@ -122,7 +144,9 @@ class ErrorInfo:
 
 
 @event
-class ThreadStarted:
+class ThreadStarted(Record):
+    """A conversation begins: the model, protocol, sandbox and assets it runs with."""
+
     type: Literal["thread.started"] = "thread.started"
     ts: float = field(default_factory=_now)
     schema: str = SCHEMA
@@ -141,7 +165,9 @@ class ThreadStarted:
 
 
 @event
-class TurnStarted:
+class TurnStarted(Record):
+    """A model turn begins."""
+
     type: Literal["turn.started"] = "turn.started"
     ts: float = field(default_factory=_now)
     turn: int
@@ -149,7 +175,9 @@ class TurnStarted:
 
 
 @event
-class RequestSent:
+class RequestSent(Record):
+    """The chat request of a turn, as sent (the API key is never in it)."""
+
     type: Literal["request.sent"] = "request.sent"
     ts: float = field(default_factory=_now)
     turn: int
@@ -158,7 +186,9 @@ class RequestSent:
 
 
 @event
-class ResponseReceived:
+class ResponseReceived(Record):
+    """The server's reply, whole, as received."""
+
     type: Literal["response.received"] = "response.received"
     ts: float = field(default_factory=_now)
     turn: int
@@ -166,14 +196,16 @@ class ResponseReceived:
 
 
 @event
-class ItemStarted:
+class ItemStarted(Record):
+    """An item (message, reasoning, command, ...) begins."""
+
     type: Literal["item.started"] = "item.started"
     ts: float = field(default_factory=_now)
     item: Item
 
 
 @event
-class ItemUpdated:
+class ItemUpdated(Record):
     """A streamed fragment of an item's text (`delta`), as it arrives. Kept out of transcripts, which hold every raw
     reply whole."""
 
@@ -184,14 +216,18 @@ class ItemUpdated:
 
 
 @event
-class ItemCompleted:
+class ItemCompleted(Record):
+    """An item ends, whole."""
+
     type: Literal["item.completed"] = "item.completed"
     ts: float = field(default_factory=_now)
     item: Item
 
 
 @event
-class TurnCompleted:
+class TurnCompleted(Record):
+    """A model turn ends, with its usage and speed."""
+
     type: Literal["turn.completed"] = "turn.completed"
     ts: float = field(default_factory=_now)
     turn: int
@@ -204,7 +240,9 @@ class TurnCompleted:
 
 
 @event
-class TurnFailed:
+class TurnFailed(Record):
+    """A turn ends without a usable reply."""
+
     type: Literal["turn.failed"] = "turn.failed"
     ts: float = field(default_factory=_now)
     turn: int
@@ -212,7 +250,9 @@ class TurnFailed:
 
 
 @event
-class VerifyCompleted:
+class VerifyCompleted(Record):
+    """The verifier ran: its result is the outcome, whatever the model claimed."""
+
     type: Literal["verify.completed"] = "verify.completed"
     ts: float = field(default_factory=_now)
     command: str
@@ -227,7 +267,9 @@ class VerifyCompleted:
 
 
 @event
-class ThreadCompleted:
+class ThreadCompleted(Record):
+    """The run ends: the outcome, its exit code and where the transcript is."""
+
     type: Literal["thread.completed"] = "thread.completed"
     ts: float = field(default_factory=_now)
     status: str  # an oc_repl.outcome.Status value
@@ -243,7 +285,9 @@ class ThreadCompleted:
 
 
 @event
-class Error:
+class Error(Record):
+    """A fault outside the model's control (server, sandbox, settings), possibly retried."""
+
     type: Literal["error"] = "error"
     ts: float = field(default_factory=_now)
     kind: str

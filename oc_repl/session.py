@@ -86,6 +86,21 @@ def _unconfined_consent(settings: RunSettings, why: str) -> None:
     )
 
 
+def _started(sandbox: Sandbox, meanwhile: Callable[[], None] | None) -> Sandbox:
+    """`sandbox` once it is ready to run commands, `meanwhile` done while it got there; closed if either fails."""
+    try:
+        if meanwhile is not None:
+            meanwhile()
+        ready = getattr(sandbox, "ready", None)  # a driver that starts something in the background waits here
+        if ready is not None:
+            ready()
+    except BaseException:
+        with contextlib.suppress(SandboxError):
+            sandbox.close()
+        raise
+    return sandbox
+
+
 def _sandbox_options(settings: RunSettings) -> dict[str, Any]:
     if settings.sandbox.startswith("docker-image:"):
         options = {"workdir": settings.workdir, "network": settings.docker_network, "keep": settings.keep}
@@ -155,18 +170,19 @@ class Session:
 
     # --- pieces, made when first needed ------------------------------------------------------------------------
 
-    def open_sandbox(self) -> Sandbox:
+    def open_sandbox(self, meanwhile: Callable[[], None] | None = None) -> Sandbox:
         if self.sandbox is None:
-            self.sandbox = self.try_sandbox()
+            self.sandbox = self.try_sandbox(meanwhile)
         return self.sandbox
 
-    def try_sandbox(self) -> Sandbox:
-        """A sandbox for the current settings, after consent; the session's own is left as it is."""
+    def try_sandbox(self, meanwhile: Callable[[], None] | None = None) -> Sandbox:
+        """A sandbox for the current settings, after consent; the session's own is left as it is. `meanwhile` runs
+        while the sandbox starts (a confined one starts a process of its own)."""
         from oc_repl.sandbox import open_sandbox
 
         _consent(self.settings)
         try:
-            return open_sandbox(self.settings.sandbox, **_sandbox_options(self.settings))
+            return _started(open_sandbox(self.settings.sandbox, **_sandbox_options(self.settings)), meanwhile)
         except ConfinementUnavailable as exc:
             _unconfined_consent(self.settings, exc.message)
             self.settings = self.settings.replace(confine=False)
@@ -255,8 +271,9 @@ class Session:
     def _run(self, instruction: str) -> Outcome:
         task = self._task(instruction)
         protocol = self.open_protocol()
-        # plain chat (raw) runs nothing, so it needs no sandbox and no consent
-        sandbox = self.open_sandbox() if getattr(protocol, "needs_sandbox", True) else None
+        # plain chat (raw) runs nothing, so it needs no sandbox and no consent; httpx loads while a sandbox starts
+        needed = getattr(protocol, "needs_sandbox", True)
+        sandbox = self.open_sandbox(meanwhile=self.client.connect) if needed else None
         model = self.client.resolve_model()
         self.emit(self._thread_started(model, task, sandbox, protocol))
         agent = Agent(

@@ -7,36 +7,44 @@ and the loop (agent.py) nothing about either by name.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Literal, Protocol
+
+from oc_repl.record import Record, record
 
 Message = dict[str, Any]  # an OpenAI chat message exactly as it goes on the wire
 
 
-@dataclass
-class Task:
+@record()
+class Task(Record):
+    """A task as the model is given it."""
+
     name: str
     instruction: str
 
 
-@dataclass
-class ToolCall:
+@record()
+class ToolCall(Record):
+    """One tool call of a reply, native or salvaged from its text."""
+
     id: str
     name: str
     arguments: dict[str, Any]
     source: Literal["native", "salvaged"] = "native"
 
 
-@dataclass
-class Usage:
+@record()
+class Usage(Record):
+    """Token counts as the server reported them."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
 
 
-@dataclass
-class Reply:
+@record()
+class Reply(Record):
     """What the client hands the protocol, whatever shape the server used."""
 
     content: str = ""  # leading think block removed; "" when the server sent none
@@ -53,8 +61,8 @@ class Reply:
     duration_s: float = 0.0
 
 
-@dataclass
-class Asset:
+@record()
+class Asset(Record):
     """A piece of protocol data whose exact bytes reach the model (prompt, tool list, template)."""
 
     name: str
@@ -63,14 +71,16 @@ class Asset:
     path: str = ""
 
 
-@dataclass
-class Request:
+@record()
+class Request(Record):
+    """What a protocol asks the client to send."""
+
     messages: list[Message]
     options: dict[str, Any]  # tools, tool_choice, extra_body, stop ... merged into the chat call
 
 
-@dataclass
-class Step:
+@record()
+class Step(Record):
     """The outcome of one model turn, as the protocol judged it."""
 
     done: bool = False  # the episode ends here (the protocol's own rule)
@@ -79,8 +89,10 @@ class Step:
     fingerprint: str = ""  # actions + observations of this turn; equal fingerprints feed loop detection
 
 
-@dataclass
-class ExecResult:
+@record()
+class ExecResult(Record):
+    """What a command left: its output (capped at capture), exit status and whether it timed out."""
+
     output: bytes
     exit_code: int | None
     timed_out: bool = False
@@ -102,6 +114,9 @@ class Process(Protocol):
 
 
 class Sandbox(Protocol):
+    """Where commands run. A driver that starts something in the background may also offer `ready()`, which waits
+    for it (and raises what the start met); the session calls it before the model acts, after other work."""
+
     spec: str
     workdir: str
 

@@ -229,10 +229,11 @@ def test_12_client_import_is_cheap():
     code = (
         "import sys\nfrom oc_repl.client.chat import ChatClient\n"
         "heavy = lambda: sorted(m for m in ('openai', 'pydantic', 'httpx') if m in sys.modules)\n"
-        "print(heavy())\nChatClient('http://127.0.0.1:9/v1', 'k', 'm')\nprint(heavy())"
+        "print(heavy())\nclient = ChatClient('http://127.0.0.1:9/v1', 'k', 'm')\nprint(heavy())\n"
+        "client.connect()\nprint(heavy())"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, capture_output=True, text=True).stdout
-    assert out.splitlines() == ["[]", "['httpx']"]
+    assert out.splitlines() == ["[]", "[]", "['httpx']"]  # httpx loads when the client connects, never the SDKs
 
 
 def test_12_turns_reuse_one_connection(run):

@@ -16,8 +16,6 @@ if "httpx" not in sys.modules:
     sys.modules.setdefault("httpx._main", None)  # type: ignore[assignment]
 
 from oc_repl import __version__
-from oc_repl.cli.doctor import doctor
-from oc_repl.cli.protocols import protocols
 from oc_repl.cli.report import report_error
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -132,7 +130,24 @@ def _settings(params: dict[str, Any]) -> Any:
     return validate({**file_values, **given})
 
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """Subcommands kept in modules of their own are imported only when named (or listed by --help): `run` does not
+    pay for bench's, doctor's or export's imports before its first request."""
+
+    lazy = {name: f"oc_repl.cli.{name}" for name in ("bench", "doctor", "export", "protocols")}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy:
+            import importlib
+
+            return getattr(importlib.import_module(self.lazy[name]), name)
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=LazyGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="oc-repl")
 @run_options
 @click.pass_context
@@ -212,14 +227,3 @@ def show(transcript: Path) -> None:
         sys.exit(report_error(UsageError(f"{transcript} is not an oc-repl transcript: {bad[0][1]}")))
     for number, why in bad:
         click.echo(f"oc-repl: line {number} skipped: {why}", err=True)
-
-
-main.add_command(doctor)
-main.add_command(protocols)
-
-# bench reuses run_options, so it is imported once they exist
-from oc_repl.cli.bench import bench  # noqa: E402
-from oc_repl.cli.export import export  # noqa: E402
-
-main.add_command(bench)
-main.add_command(export)

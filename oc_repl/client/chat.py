@@ -3,7 +3,7 @@
 The two endpoints are plain JSON (wire.py reads every server's shapes), so the client speaks them itself: no SDK
 models to build at start-up or to walk per turn, and one bounded retry loop covers every failure the same way,
 a stream that breaks half-way included. httpx is imported when a client is made, so commands that never talk to
-a server stay fast. One httpx.Client per ChatClient keeps its connection alive from turn to turn.
+a server stay fast (`connect()`). One httpx.Client per ChatClient keeps its connection alive from turn to turn.
 
 Time limits, per attempt:
 - connecting: min(10 s, request_timeout);
@@ -71,17 +71,9 @@ class ChatClient:
         on_retry: OnRetry | None = None,
         backoff: float = 0.5,
     ) -> None:
-        import httpx
-
-        self._httpx = httpx
         self.api_base = check_api_base(api_base)
-        try:
-            self._chat_url = httpx.URL(self.api_base + "/chat/completions")
-            self._models_url = httpx.URL(self.api_base + "/models")
-        except httpx.InvalidURL as exc:
-            raise unusable(api_base, str(exc)) from exc
-        key = api_key or "EMPTY"
-        if not (key.isascii() and key.isprintable()):
+        self._key = api_key or "EMPTY"
+        if not (self._key.isascii() and self._key.isprintable()):
             raise UsageError("The API key must be printable ASCII (it goes in an HTTP header).")
         if not (idle_timeout > 0 and request_timeout > 0):
             raise UsageError(f"Timeouts must be positive (idle {idle_timeout}, request {request_timeout}).")
@@ -95,9 +87,24 @@ class ChatClient:
         self.stream_tools = True  # False once the server showed it cannot stream replies to requests with tools
         self._streaming = stream
         self._memo: dict[str, str] = {}
-        connect = min(10.0, request_timeout)
-        self._stream_timeout = httpx.Timeout(request_timeout, connect=connect, read=idle_timeout)
-        self._plain_timeout = httpx.Timeout(request_timeout, connect=connect)
+        self._http: Any = None
+
+    def connect(self) -> None:
+        """Import httpx and make the HTTP client; done by the first request, or earlier by a caller that has a wait
+        to fill (a sandbox that is starting)."""
+        if self._http is not None:
+            return
+        import httpx
+
+        self._httpx = httpx
+        try:
+            self._chat_url = httpx.URL(self.api_base + "/chat/completions")
+            self._models_url = httpx.URL(self.api_base + "/models")
+        except httpx.InvalidURL as exc:
+            raise unusable(self.api_base, str(exc)) from exc
+        connect = min(10.0, self.request_timeout)
+        self._stream_timeout = httpx.Timeout(self.request_timeout, connect=connect, read=self.idle_timeout)
+        self._plain_timeout = httpx.Timeout(self.request_timeout, connect=connect)
         self._models_timeout = httpx.Timeout(_MODELS_TIMEOUT, connect=connect)
         from oc_repl import __version__
 
@@ -105,7 +112,7 @@ class ChatClient:
         # http:// base never opens a TLS connection and skips loading the CA bundle (~35 ms of a one-shot run's
         # start-up). https proxies are verified by httpcore's own default context either way.
         self._http = httpx.Client(
-            headers={"Authorization": f"Bearer {key}", "User-Agent": f"oc-repl/{__version__}"},
+            headers={"Authorization": f"Bearer {self._key}", "User-Agent": f"oc-repl/{__version__}"},
             timeout=self._plain_timeout,
             follow_redirects=False,
             verify=self.api_base.startswith("https:"),
@@ -146,7 +153,8 @@ class ChatClient:
         return reply
 
     def close(self) -> None:
-        self._http.close()
+        if self._http is not None:
+            self._http.close()
 
     # --- one attempt ---------------------------------------------------------------------------------
 
@@ -235,6 +243,7 @@ class ChatClient:
     # --- failures ------------------------------------------------------------------------------------
 
     def _with_retries(self, attempt: Callable[[], Any]) -> Any:
+        self.connect()
         failure: Failure | None = None
         cause: BaseException | None = None
         for number in range(1, self.attempts + 1):

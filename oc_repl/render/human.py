@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.live import Live
-from rich.panel import Panel
-from rich.spinner import Spinner
 from rich.text import Text
 
 from oc_repl.render.sanitize import fold, sanitize
+
+if TYPE_CHECKING:  # imported where first drawn: a one-shot run's header does not wait for them
+    from rich.live import Live
+    from rich.spinner import Spinner
 
 # Lines that are not a terminal's are not wrapped at an imagined 80 columns.
 UNWRAPPED = 240
@@ -29,6 +30,8 @@ class _Waiting:
     """A spinner with the seconds spent waiting for the model's first token, redrawn by rich's Live."""
 
     def __init__(self) -> None:
+        from rich.spinner import Spinner
+
         self.started = time.monotonic()
         self.spinner = Spinner("dots", style="dim")
 
@@ -66,6 +69,8 @@ class HumanRenderer:
     def on_request_sent(self, e: Any) -> None:
         """A sign of life until the first token: a slow server can take many seconds."""
         if self.console.is_terminal:
+            from rich.live import Live
+
             self._waiting = Live(_Waiting(), console=self.console, refresh_per_second=4, transient=True)
             self._waiting.start()
 
@@ -105,6 +110,8 @@ class HumanRenderer:
         elif item.type == "command_execution" and item.tool == "keystrokes":
             self.console.print(Text(f"  {sanitize(item.aggregated_output)}", style="dim"))
         elif item.type == "command_execution":
+            from rich.panel import Panel
+
             style = {"completed": "green", "timed_out": "yellow", "declined": "yellow"}.get(item.status, "red")
             body = Text(fold(sanitize(item.aggregated_output).rstrip()) or "(no output)", style="default")
             title = Text(f"{item.tool}: {sanitize(item.command)[:100]}")

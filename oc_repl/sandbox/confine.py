@@ -59,6 +59,7 @@ def check() -> tuple[bool, str]:
     with tempfile.TemporaryDirectory(prefix="oc-repl-check-") as work:
         try:
             confinement = Confinement(Path(work), network=False)
+            confinement.ready()
         except SandboxError as exc:
             return False, exc.message
         try:
@@ -83,22 +84,38 @@ class Confinement:
     """The namespaces of one sandbox: `prefix(cwd)` is what runs a program in them, `close()` ends them all."""
 
     def __init__(self, root: Path, network: bool) -> None:
+        """Starts bubblewrap and returns at once: `ready()` waits for it, so the caller can do other work meanwhile."""
         self.root = root
         self.network = network
         self.tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{client_id()}-")).resolve()
         self._fds: dict[str, int] = {}
         self._pts: int | None = None
+        self._info: int | None = None  # bubblewrap's report, read by ready()
+        self._entered = False
+        try:
+            self._spawn()
+        except BaseException:
+            self.close()
+            raise
+
+    def ready(self) -> None:
+        """Wait until the namespaces exist and are entered (at once after the first time). A ConfinementUnavailable
+        when bubblewrap cannot confine here; the start that met the mount race is tried again."""
+        if self._entered:
+            return
         try:
             for attempt in range(1, START_ATTEMPTS + 1):
                 try:
-                    self._start()
+                    self._finish()
                     break
                 except ConfinementUnavailable as exc:
                     if attempt == START_ATTEMPTS or _MOUNT_RACE not in exc.message:
                         raise
+                    self._spawn()
         except BaseException:
             self.close()
             raise
+        self._entered = True
 
     def mounts(self) -> list[tuple[Path, Path]]:
         """(path inside, host directory) of the writable places, the deeper mount last (it hides the other)."""
@@ -112,7 +129,7 @@ class Confinement:
                 return host / inside.relative_to(place)
         return None
 
-    def _start(self) -> None:
+    def _spawn(self) -> None:
         # Found once, by our own PATH: a command's environment may name another (or none).
         self._tools = {tool: shutil.which(tool) or "" for tool in TOOLS}
         missing = [tool for tool, path in self._tools.items() if not path]
@@ -140,6 +157,11 @@ class Confinement:
         finally:
             os.close(info_write)
             os.close(hold_read)
+        self._info = info_read
+
+    def _finish(self) -> None:
+        info_read, self._info = self._info, None
+        assert info_read is not None
         with os.fdopen(info_read, "rb") as info_file:
             ready = self._read_ready()
             info = json.loads(info_file.read() or b"{}") if ready else {}
@@ -224,8 +246,11 @@ class Confinement:
         return argv
 
     def close(self) -> None:
-        """End every process of the sandbox and remove its private /tmp."""
+        """End every process of the sandbox and remove its private /tmp (whether it got ready or not)."""
         self._end_holder()
+        if self._info is not None:
+            os.close(self._info)
+            self._info = None
         bwrap = getattr(self, "_bwrap", None)
         if bwrap is not None:
             try:
@@ -233,6 +258,9 @@ class Confinement:
             except subprocess.TimeoutExpired:
                 bwrap.kill()
                 bwrap.wait()
+            for pipe in (bwrap.stdout, bwrap.stderr):
+                if pipe is not None:
+                    pipe.close()
         for fd in [*self._fds.values(), *([self._pts] if self._pts is not None else [])]:
             os.close(fd)
         self._fds.clear()

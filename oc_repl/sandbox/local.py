@@ -71,8 +71,19 @@ class LocalSandbox:
             try:
                 self._confinement = Confinement(self.root, network)
             except SandboxError as exc:
-                raise SandboxError(f"cannot confine {self.spec}: {exc.message}", hint=_CONFINE_HINT) from exc
+                raise self._unconfinable(exc) from exc
         atexit.register(self.close)  # a run that ends without closing its sandbox still ends what the model started
+
+    def _unconfinable(self, exc: SandboxError) -> SandboxError:
+        return type(exc)(f"cannot confine {self.spec}: {exc.message}", hint=_CONFINE_HINT)
+
+    def ready(self) -> None:
+        """Wait for the confinement to be up (it starts in the background when the sandbox is made)."""
+        if self._confinement is not None:
+            try:
+                self._confinement.ready()
+            except SandboxError as exc:
+                raise self._unconfinable(exc) from exc
 
     @classmethod
     def from_spec(cls, rest: str, **opts: Any) -> LocalSandbox:
@@ -109,6 +120,7 @@ class LocalSandbox:
         start_in = where
         openpty = os.openpty
         if self._confinement is not None:
+            self.ready()
             if not self._confinement.alive():
                 raise SandboxLost(f"the confinement of {self.spec} has ended")
             # Only /tmp is writable of the usual temporary places: tmux and mktemp must not be sent elsewhere.
