@@ -7,8 +7,11 @@ the daemon gave the server (read back from /proc/$$/environ and exported again o
 or changed; `exec` passes no `_`) plus the command's own; the working directory; stdin from /dev/null; default signal
 dispositions; fds 0-2 only; its own session and process group (setsid). The shell that becomes the command, the
 launcher, is started ahead of time, after the previous command, so its fork and setsid are not waited for: it waits
-on a FIFO for its command, records its pid and start time in the pid file (as the prefix of docker_exec.py does for
-an exec of its own, so timeouts and close() find the command's group the same way), and execs `bash -c`. Only bash
+on a FIFO for its command and execs `bash -c`. The server, which read the launcher's pid and start time when it
+started it (setsid execs without a fork in a process that leads no group, so both stay the command's), writes them
+to the pid file while the launcher goes on (as the prefix of docker_exec.py does for an exec of its own, so timeouts
+and close() find the command's group the same way). It reports the command started before it sends it on: output
+that came before that record would be taken for the server's. Only bash
 (4.1 or later) and coreutils are needed; setsid is checked for, and without it (or without the working directory)
 the server declines: the command gets an exec of its own. Server variables that an environment could also hold are
 restored by that export; its loop variable and arrays have names of their own. The server and the launchers start

@@ -19,13 +19,14 @@ prepare() {
   exec {fin}< <(echo "$BASHPID"; exec cat <&"$r" 4>&1 >&"$OUT" {OUT}>&- {r}<&- {w}>&- {q}<&- 2>/dev/null)
   (trap - INT QUIT; unset OLDPWD PWD SHLVL
    for __oc_v in "${__oc_env[@]}"; do export "$__oc_v"; done 2>/dev/null
-   exec "$S" bash --posix -c "$B" oc-repl-launch "${__oc_dirs[@]}" -- "${__oc_keep[@]}") \
+   exec "$S" bash --posix -c "$B" oc-repl-launch "${__oc_keep[@]}") \
     <"$F.in" >&"$w" 2>&1 {w}>&- {r}<&- {q}<&- {fin}<&- {OUT}>&- &
   L=$! relay=-; exec {w}>&-; printf %s "$__oc_launch" >&"$q"
+  __oc_pid=; read -r __oc_st </proc/$L/stat && __oc_st=(${__oc_st##*) }) && __oc_pid="$L ${__oc_st[19]}"
 }
 alive() {
   [ "$relay" = - ] && { read -r -u "$fin" relay || relay=; }
-  [ -n "$relay" ] && ! read -r -t 0 -u "$fin"
+  [ -n "$relay" ] && [ -n "$__oc_pid" ] && ! read -r -t 0 -u "$fin"
 }
 ready() {
   alive && return
@@ -47,6 +48,8 @@ while IFS= read -r -N 8 v && IFS= read -r -N "$((10#$v))" v; do
   if [ -n "$ok" ] && cd -P -- "$cwd" 2>/dev/null && ready; then
     say "ok $$"
     l="${__oc_head[*]:2}"; printf '%08d%s%s' "${#l}" "$l" "$v" >&"$q"; exec {q}<&-
+    { echo "$__oc_pid" >"${__oc_vals[2]}"; } 2>/dev/null ||
+      { mkdir -p -m 1777 "${__oc_dirs[@]}" && echo "$__oc_pid" >"${__oc_vals[2]}"; } 2>/dev/null
     wait "$L"; st=$?
     IFS= read -r -t "$G" -u "$fin" _
     if [ $? -gt 128 ]; then
@@ -62,20 +65,17 @@ done
 """
 
 # The shell that runs a command, started in advance by the server (its fork and setsid are then behind the caller):
-# it reads its script, then (on stdin from the server) the request's sizes and strings without the nonce and the blob;
-# it records its pid and becomes the command's `bash -c`. Arguments: the pid directories, `--`, then whichever of PWD,
-# OLDPWD and LC_ALL the daemon's environment held, exported again over what this shell's start and `cd` made of them.
-# SHLVL is left alone: this shell raised it by one, and `exec` lowers it by one again.
+# it reads its script, then (on stdin from the server) the request's sizes and strings without the nonce and the blob,
+# and becomes the command's `bash -c`. Its pid and start time (the command's, as exec keeps both) the server read when
+# it started it, and writes to the pid file while this shell goes on. Arguments: whichever of PWD, OLDPWD and LC_ALL
+# the daemon's environment held, exported again over what this shell's start and `cd` made of them. SHLVL is left
+# alone: this shell raised it by one, and `exec` lowers it by one again.
 LAUNCH = r"""set +o posix; LC_ALL=C
 IFS= read -r -N 8 __oc_v && IFS= read -r -N "$((10#$__oc_v))" __oc_v || exit
 __oc_h=($__oc_v) __oc_t=0; for __oc_l in "${__oc_h[@]}"; do __oc_t=$((__oc_t + __oc_l)); done
 IFS= read -r -N "$__oc_t" __oc_v || exit
 __oc_x=() __oc_o=0
 for __oc_l in "${__oc_h[@]}"; do __oc_x+=("${__oc_v:__oc_o:__oc_l}"); __oc_o=$((__oc_o + __oc_l)); done
-__oc_d=(); while [ "$1" != -- ]; do __oc_d+=("$1"); shift; done; shift
-read -r __oc_s </proc/$$/stat; __oc_s=(${__oc_s##*) }); __oc_s="$$ ${__oc_s[19]}"
-{ echo "$__oc_s" >"${__oc_x[2]}"; } 2>/dev/null ||
-  { mkdir -p -m 1777 "${__oc_d[@]}" && echo "$__oc_s" >"${__oc_x[2]}"; } 2>/dev/null
 cd -P -- "${__oc_x[0]}" || exit
 unset OLDPWD PWD LC_ALL
 for __oc_v in "$@" "${__oc_x[@]:4}"; do export "$__oc_v"; done 2>/dev/null
