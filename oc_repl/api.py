@@ -126,8 +126,10 @@ def settings_args(settings: RunSettings) -> list[str]:
     """The command-line flags of `oc-repl run` that reproduce every explicitly set value of `settings`."""
     import click
 
-    from oc_repl.cli import run as run_command
+    from oc_repl.cli import main
 
+    # By the group, not as `oc_repl.cli.run`: once the module of that name is imported, that attribute is the module.
+    run_command = main.commands["run"]
     values = {k: v for k, v in explicit(settings).items() if k not in _UNFORWARDED}
     args: list[str] = []
     for param in run_command.params:

@@ -71,17 +71,40 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def run_cli(args: list[str], tmp_path: Path, timeout: float = 60, **kw) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oc_repl", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=kw.pop("env", None) or cli_env(tmp_path),
-        stdin=subprocess.DEVNULL,
-        cwd=kw.pop("cwd", tmp_path),
-        **kw,
-    )
+def run_cli(
+    args: list[str], tmp_path: Path, timeout: float = 60, process: bool = False, **kw
+) -> subprocess.CompletedProcess[str]:
+    """oc-repl with `args`, stdin empty, in `tmp_path` with its own state and config folders.
+
+    In this process through click's runner unless `process`: a test of what a command does needs no interpreter of
+    its own. Tests of the process itself (signals, a closed pipe, what outlives it, the exit code as the shell sees
+    it, imports at start-up) pass process=True.
+    """
+    env, cwd = kw.pop("env", None) or cli_env(tmp_path), kw.pop("cwd", tmp_path)
+    if process or kw:
+        argv = [sys.executable, "-m", "oc_repl", *args]
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL, cwd=cwd, **kw
+        )
+    return invoke_cli(args, env, cwd)
+
+
+def invoke_cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    from click.testing import CliRunner
+
+    from oc_repl.cli import main
+
+    # The runner sets the variables it is given and restores them after; one set to None is removed meanwhile.
+    given = {**{name: None for name in os.environ if name not in env}, **env}
+    before = Path.cwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(main, args, env=given, prog_name="oc-repl")
+    finally:
+        os.chdir(before)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(["oc-repl", *args], result.exit_code, result.stdout, result.stderr)
 
 
 def read_jsonl(path: Path) -> list[dict]:

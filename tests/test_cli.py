@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from oc_repl.cli import LazyGroup
 from oc_repl.events import parse_event
 from tests.conftest import cli_env, default_sigint, read_jsonl, run_cli
 from tests.fakeserver import call_text
@@ -82,9 +83,14 @@ def test_json_stream_is_one_event_per_line_ending_in_thread_completed(serve, tmp
     assert set(delta) == {"type", "ts", "item", "delta"} and set(delta["item"]) == {"id", "type"}
 
 
+# The exit codes as a shell sees them, from a process of its own (the other tests run the CLI in this one).
+
+
 def test_verifier_failure_after_done_exits_1(serve, tmp_path):
     server = serve({"replies": [answer("All done.")]})
-    proc = run_cli(base_args(server, tmp_path / "w", "--verify", "test -f missing.txt", "make a file"), tmp_path)
+    proc = run_cli(
+        base_args(server, tmp_path / "w", "--verify", "test -f missing.txt", "make a file"), tmp_path, process=True
+    )
     assert proc.returncode == 1, proc.stderr
     assert "FAIL" in proc.stderr and proc.stdout == "All done.\n"
 
@@ -92,17 +98,19 @@ def test_verifier_failure_after_done_exits_1(serve, tmp_path):
 def test_turn_cap_exits_3_and_verifier_still_decides(serve, tmp_path):
     replies = [exec_call(f"echo step{i}") for i in range(5)]
     server = serve({"replies": replies})
-    proc = run_cli(base_args(server, tmp_path / "w", "--max-turns", "3", "count"), tmp_path)
+    proc = run_cli(base_args(server, tmp_path / "w", "--max-turns", "3", "count"), tmp_path, process=True)
     assert proc.returncode == 3, proc.stderr
     assert len(server.chat_requests()) == 3
     server2 = serve({"replies": replies})
-    proc = run_cli(base_args(server2, tmp_path / "w", "--max-turns", "2", "--verify", "true", "count"), tmp_path)
+    proc = run_cli(
+        base_args(server2, tmp_path / "w", "--max-turns", "2", "--verify", "true", "count"), tmp_path, process=True
+    )
     assert proc.returncode == 0, proc.stderr
 
 
 def test_loop_detection_exits_4(serve, tmp_path):
     server = serve({"replies": [exec_call("ls")], "cycle": True})
-    proc = run_cli(base_args(server, tmp_path / "w", "--json", "list"), tmp_path)
+    proc = run_cli(base_args(server, tmp_path / "w", "--json", "list"), tmp_path, process=True)
     assert proc.returncode == 4, proc.stderr
     last = json.loads(proc.stdout.splitlines()[-1])
     assert last["status"] == "loop" and last["turns"] == 3
@@ -113,7 +121,7 @@ def test_parse_error_limit_exits_4(serve, tmp_path):
         "text": '<think>\n\n</think>\n\n<tool_call>\n{"name": "shell_exec", "arguments": {"id": "s1",}\n</tool_call>'
     }
     server = serve({"replies": [bad], "cycle": True})
-    proc = run_cli(base_args(server, tmp_path / "w", "--json", "list"), tmp_path)
+    proc = run_cli(base_args(server, tmp_path / "w", "--json", "list"), tmp_path, process=True)
     assert proc.returncode == 4, proc.stderr
     events = [parse_event(line) for line in proc.stdout.splitlines()]
     assert events[-1].status == "parse_errors" and events[-1].turns == 3
@@ -136,6 +144,7 @@ def test_server_down_is_a_plain_message_and_exit_5(tmp_path):
             "hello",
         ],
         tmp_path,
+        process=True,
     )
     assert proc.returncode == 5
     assert "Traceback" not in proc.stderr
@@ -144,7 +153,7 @@ def test_server_down_is_a_plain_message_and_exit_5(tmp_path):
 
 def test_server_500s_exit_5_after_bounded_retries(serve, tmp_path):
     server = serve({"replies": [{"http_error": 500}], "cycle": True})
-    proc = run_cli(base_args(server, tmp_path / "w", "hello"), tmp_path)
+    proc = run_cli(base_args(server, tmp_path / "w", "hello"), tmp_path, process=True)
     assert proc.returncode == 5, proc.stderr
     chat = server.chat_requests()
     assert len(chat) == 2  # one try and --retries 1
@@ -153,7 +162,7 @@ def test_server_500s_exit_5_after_bounded_retries(serve, tmp_path):
 
 def test_no_consent_without_tty_is_a_usage_error(serve, tmp_path):
     server = serve({"replies": HELLO})
-    proc = run_cli(["run", "--api-base", server.url, "--sandbox", f"local:{tmp_path}", "hello"], tmp_path)
+    proc = run_cli(["run", "--api-base", server.url, "--sandbox", f"local:{tmp_path}", "hello"], tmp_path, process=True)
     assert proc.returncode == 2
     assert "--yes" in proc.stderr
     assert not server.chat_requests()
@@ -257,6 +266,10 @@ def test_12_a_one_shot_run_imports_only_what_it_needs(serve, tmp_path):
     assert proc.returncode == 0, proc.stderr
     loaded = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines() if "import time:" in line}
     assert loaded.isdisjoint({"pydantic", "docker", "prompt_toolkit", "yaml", "pyte", "openai"}), loaded
+    # nor the other subcommands, rich's live display and panels (a terminal's, or a command's output), or ctypes
+    modules = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "import time:" in line}
+    later = {"ctypes", "rich.live", "rich.panel", "rich.spinner", *(f"oc_repl.cli.{n}" for n in LazyGroup.lazy)}
+    assert modules.isdisjoint(later), modules & later
     # httpx's own command-line tool (~80 ms) stays unloaded: its import is only attempted, and fails at once
     cli = [line.split("|") for line in proc.stderr.splitlines() if line.rstrip().endswith(" httpx._main")]
     assert all(int(cumulative) < 1000 for _, cumulative, _ in cli), cli
