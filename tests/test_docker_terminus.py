@@ -133,6 +133,18 @@ def test_a_terminus_episode_on_a_pty_in_a_container(serve, tmp_path, docker_clie
     assert "\ntmux=[]\n" in observation  # the image has tmux, and yet no tmux ran: the override holds
 
 
+@pytest.mark.parametrize("kind", ["tmux", "pty"])
+def test_a_shell_that_exits_ends_the_episode_in_a_container(serve, tmp_path, docker_client, kind):
+    server = serve({"replies": [js([("exit\n", 1.0)]), js([], complete=True)]})
+    args = ["run", "--api-base", server.url, "--retries", "0", "--json", "--protocol", "terminus-json"]
+    args += ["--sandbox", f"docker-image:{IMAGE}", "--verify", "true", "leave"]
+    proc = run_cli(args, tmp_path, timeout=120, env={**cli_env(tmp_path), "OC_REPL_TERMINAL": kind})
+    assert proc.returncode == 0, proc.stderr
+    last = json.loads(proc.stdout.splitlines()[-1])
+    assert last["status"] == "verified" and last["final_answer"] == "The terminal session ended."
+    assert len(server.chat_requests()) == 1
+
+
 def test_a_container_without_tmux_gets_the_pty(container, monkeypatch):
     monkeypatch.delenv("OC_REPL_TERMINAL", raising=False)
     assert container.exec("mv /usr/bin/tmux /usr/bin/tmux.hidden", timeout=30).exit_code == 0

@@ -200,3 +200,16 @@ def test_9_4_typed_ahead_replies_show_what_an_exact_wait_shows(serve, tmp_path):
         seen[wait] = user_messages(server)
     assert "\na\nslow$\nb\nslow$\n" in seen["exact"][2] and "\nc\nslow$\nd\nslow$\n" in seen["exact"][3]
     assert seen["detect"] == seen["exact"]
+
+
+@pytest.mark.parametrize("wait", ["detect", "exact"])
+def test_a_shell_that_exits_ends_the_episode_as_upstream_does(serve, tmp_path, wait):
+    """`exit` closes the pane and tmux with it: upstream sleeps, finds the session gone and asks the model no more.
+    The run ends as done (the verifier, if any, decides), not as a broken sandbox."""
+    server = serve({"replies": [js([("exit\n", 1.0)]), js([], complete=True)]})
+    args = terminus(server, tmp_path / "w", "terminus-json", "--wait", wait, "--verify", "true", "leave")
+    proc = run_cli(args, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    events = [parse_event(line) for line in proc.stdout.splitlines()]
+    assert events[-1].status == "verified" and events[-1].final_answer == "The terminal session ended."
+    assert len(server.chat_requests()) == 1 and not any(e.type == "error" for e in events)

@@ -154,17 +154,33 @@ class Terminal:
             return
         last: Probe | None = None
         while time.monotonic() < deadline:
-            probe = self.probe()
+            probe = self._probe_unless_gone()
+            if probe is None:  # the shell left (`exit`) and its terminal with it: nothing more can change
+                return
             if probe.idle and last is not None and last.idle and last.screen == probe.screen:
                 return
             last = probe
             time.sleep(min(POLL, max(0.0, deadline - time.monotonic())))
 
+    def _probe_unless_gone(self) -> Probe | None:
+        try:
+            return self.probe()
+        except SandboxError:
+            if self.alive():
+                raise
+            return None
+
     def observe(self) -> tuple[str, str]:
         """What the model is shown after its commands, by upstream's rule: ("new", the part of the scrollback from
         the last line of the previous capture on), or ("screen", the visible screen) when that capture cannot be
         found. The protocol words it (its `observation.new` / `observation.screen` templates)."""
-        current = self.capture(entire=True)
+        try:
+            current = self.capture(entire=True)
+        except SandboxError:
+            if self.alive():
+                raise
+            # The terminal is gone: upstream ends the episode before the model is asked again, so this is never shown.
+            return "screen", ""
         previous, self._previous = self._previous, current
         if previous is None:
             return "screen", self.capture()
