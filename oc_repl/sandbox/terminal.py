@@ -201,6 +201,7 @@ class TmuxTerminal(Terminal):
         self.tmux = "tmux" + (f" -L {shlex.quote(socket)}" if socket else "")
         self._previous: str | None = None
         self._typed = Typed()
+        self._answered = False  # the last call to tmux was a capture, which found the session (see `alive`)
         check = sandbox.exec("command -v tmux", timeout=30)
         if check.exit_code != 0:
             raise SandboxError("tmux is not installed in the sandbox", hint="install tmux there (apt-get install tmux)")
@@ -226,6 +227,7 @@ class TmuxTerminal(Terminal):
             raise
 
     def _run(self, command: str, cwd: str | None = None, timeout: float = 30) -> str:
+        self._answered = False
         result = self.sandbox.exec(command, timeout=timeout, cwd=cwd)
         output = result.output.decode("utf-8", "replace")
         if result.exit_code != 0:
@@ -246,6 +248,7 @@ class TmuxTerminal(Terminal):
         return literal_calls(keys), key_bytes(keys)
 
     def send_keys(self, keys: str) -> None:
+        self._answered = False
         calls, typed = self._calls(keys)
         commands = [f"{self.tmux} send-keys -t {SESSION} {shlex.join(args)}" for args in calls]
         scripts = _scripts(commands) or [":"]
@@ -259,7 +262,9 @@ class TmuxTerminal(Terminal):
         self._typed.sent(typed, _number(reads))
 
     def capture(self, entire: bool = False) -> str:
-        return self._run(f"{self.tmux} capture-pane -p {'-S - ' if entire else ''}-t {SESSION}")
+        screen = self._run(f"{self.tmux} capture-pane -p {'-S - ' if entire else ''}-t {SESSION}")
+        self._answered = True
+        return screen
 
     def probe(self) -> Probe:
         proc = f"/proc/{self.pid}"
@@ -282,7 +287,10 @@ class TmuxTerminal(Terminal):
         return Probe(idle=idle, screen=screen)
 
     def alive(self) -> bool:
-        return self.sandbox.exec(f"{self.tmux} has-session -t {SESSION}", timeout=30).exit_code == 0
+        # tmux captures only a session that exists: asked right after a capture (as the protocol asks after each
+        # observation), the answer is that capture's, and a container is spared an exec a turn.
+        answered, self._answered = self._answered, False
+        return answered or self.sandbox.exec(f"{self.tmux} has-session -t {SESSION}", timeout=30).exit_code == 0
 
     def close(self) -> None:
         if self._socket_path:  # our own server: it goes, and its socket file with it
