@@ -313,7 +313,17 @@ Event = Union[  # noqa: UP007 (pydantic reads it)
 
 
 def to_dict(value: Any) -> dict[str, Any]:
-    return dataclasses.asdict(value)
+    """The event as JSON-ready data. Nested events and items become dicts; every other value (a request's history
+    included) is shared, not copied: dataclasses.asdict would deep-copy the whole conversation once per turn."""
+    return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Record):
+        return to_dict(value)
+    if isinstance(value, list):  # lists of items (file changes, assets) or of plain values
+        return [_plain(v) for v in value]
+    return value
 
 
 # Line breaks to Python's str.splitlines (and to JavaScript, for U+2028/9) that JSON leaves unescaped: written as \u
