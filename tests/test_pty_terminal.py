@@ -249,22 +249,6 @@ def test_an_ended_shell_ends_the_terminal(pty):
     assert time.monotonic() - started < 3.0 and not pty.alive()
 
 
-@needs_tmux
-def test_a_tmux_session_that_ended_is_seen_at_once_and_a_capture_answers_for_a_live_one(tmux, monkeypatch):
-    execs: list[str] = []
-    real = tmux.sandbox.exec
-    monkeypatch.setattr(tmux.sandbox, "exec", lambda command, **kw: execs.append(command) or real(command, **kw))
-    tmux.observe()
-    looked = len(execs)
-    assert tmux.alive() and len(execs) == looked  # the capture's answer: no has-session of its own
-    assert tmux.alive() and len(execs) == looked + 1  # asked again later, tmux is asked
-    started = time.monotonic()
-    tmux.send_keys("exit\n")
-    tmux.wait(5.0, started)
-    assert time.monotonic() - started < 3.0  # the wait ends with the session, not at its duration
-    assert not tmux.alive() and tmux.observe() == ("screen", "")
-
-
 # --- choosing the terminal ------------------------------------------------------------------------------------------
 
 

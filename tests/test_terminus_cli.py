@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -213,3 +214,28 @@ def test_a_shell_that_exits_ends_the_episode_as_upstream_does(serve, tmp_path, w
     events = [parse_event(line) for line in proc.stdout.splitlines()]
     assert events[-1].status == "verified" and events[-1].final_answer == "The terminal session ended."
     assert len(server.chat_requests()) == 1 and not any(e.type == "error" for e in events)
+
+
+def test_a_tmux_session_that_ended_is_seen_at_once_and_a_capture_answers_for_a_live_one(tmp_path, monkeypatch):
+    from oc_repl.sandbox.local import LocalSandbox
+    from oc_repl.sandbox.terminal import TmuxTerminal, private_socket
+
+    box = LocalSandbox(tmp_path / "w")
+    tmux = TmuxTerminal(box, cwd=box.workdir, socket=private_socket())
+    execs: list[str] = []
+    monkeypatch.setattr(
+        box, "exec", lambda command, **kw: execs.append(command) or LocalSandbox.exec(box, command, **kw)
+    )
+    try:
+        tmux.observe()
+        looked = len(execs)
+        assert tmux.alive() and len(execs) == looked  # the capture's answer: no has-session of its own
+        assert tmux.alive() and len(execs) == looked + 1  # asked again later, tmux is asked
+        started = time.monotonic()
+        tmux.send_keys("exit\n")
+        tmux.wait(5.0, started)
+        assert time.monotonic() - started < 3.0  # the wait ends with the session, not at its duration
+        assert not tmux.alive() and tmux.observe() == ("screen", "")
+    finally:
+        tmux.close()
+        box.close()
