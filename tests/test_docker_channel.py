@@ -13,7 +13,7 @@ import pytest
 
 from oc_repl.sandbox.docker import DockerSandbox
 from oc_repl.sandbox.docker_channel import ChannelProcess
-from oc_repl.sandbox.docker_exec import DockerProcess
+from oc_repl.sandbox.docker_exec import EXIT_GRACE, DockerProcess
 from tests.docker_support import container_factory, docker_session, live_processes, wait_gone
 
 
@@ -181,10 +181,11 @@ def test_10_19_background_child_does_not_cost_the_timeout(boxes: dict[str, Docke
         assert time.monotonic() - started < 5, name  # not the 60 s timeout
         assert "sleep 203" in live_processes(container)  # the child lives on, as it would anywhere
     # a child that prints after the grace is not seen, and nothing of it reaches the next command (which runs while
-    # it prints)
+    # it prints): it prints a second after the grace has ended, and the next command lasts two seconds beyond that
     box = boxes["channel"]
-    assert box.exec("(sleep 1; echo late) & echo first", timeout=60).output == b"first\n"
-    assert box.exec("sleep 2; echo next", timeout=60).output == b"next\n"
+    late = EXIT_GRACE + 1
+    assert box.exec(f"(sleep {late:g}; echo late) & echo first", timeout=60).output == b"first\n"
+    assert box.exec(f"sleep {late + 2:g}; echo next", timeout=60).output == b"next\n"
     for box in boxes.values():
         box.close()
     assert wait_gone(container, "sleep 203") == []  # close() still finds what commands left behind
