@@ -273,6 +273,23 @@ def start_client(tmp_path: Path, mode: str, nap: str) -> tuple[subprocess.Popen,
     return client, private
 
 
+@pytest.mark.parametrize("how", ["closed", "killed"])
+def test_bubblewrap_ends_even_when_nobody_waited_for_it_to_start(tmp_path: Path, how: str):
+    """bubblewrap starts in the background: a sandbox closed at once, or a client killed before it looked, still
+    leaves nothing behind (bubblewrap must not be cut off while it reports, its half-made sandbox waiting on it)."""
+    root = tmp_path / "box"
+    root.mkdir()
+    if how == "closed":
+        confine.Confinement(root, network=False).close()
+    else:
+        code = (
+            "import os, signal, sys\nfrom pathlib import Path\nfrom oc_repl.sandbox.confine import Confinement\n"
+            "Confinement(Path(sys.argv[1]), network=False)\nos.kill(os.getpid(), signal.SIGKILL)"
+        )
+        subprocess.run([sys.executable, "-c", code, str(root)], cwd=Path(__file__).resolve().parent.parent, timeout=60)
+    assert gone(str(root), within=20), processes_with(str(root))
+
+
 @pytest.mark.parametrize("mode", ["confined", "unconfined"])
 def test_10_12a_what_a_sigkilled_client_left_is_ended(tmp_path: Path, mode: str):
     nap = unique_sleep()

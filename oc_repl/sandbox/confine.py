@@ -25,6 +25,7 @@ import sys
 import tempfile
 from contextlib import suppress
 from pathlib import Path
+from typing import IO
 
 from oc_repl.errors import ConfinementUnavailable, SandboxError
 from oc_repl.sandbox.local_marks import client_alive, client_id
@@ -90,7 +91,7 @@ class Confinement:
         self.tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{client_id()}-")).resolve()
         self._fds: dict[str, int] = {}
         self._pts: int | None = None
-        self._info: int | None = None  # bubblewrap's report, read by ready()
+        self._info: IO[bytes] | None = None  # bubblewrap's report, read by ready()
         self._entered = False
         try:
             self._spawn()
@@ -139,31 +140,34 @@ class Confinement:
         argv += ["--dev", "/dev", "--proc", "/proc"] + ([] if self.network else ["--unshare-net"])
         for inside, host in self.mounts():
             argv += ["--bind", str(host), str(inside)]
-        info_read, info_write = os.pipe()
+        # The report goes to a file, not a pipe: bubblewrap writes it before it lets the sandbox's first process go on,
+        # and a pipe whose reader went away (a run that ended, or was killed, before it looked) would kill bubblewrap
+        # right there and leave that process waiting for it for ever.
+        info = tempfile.TemporaryFile()  # noqa: SIM115 (kept open until ready() reads it)
         hold_read, self._hold = os.pipe()
         try:
             self._bwrap = subprocess.Popen(
-                [*argv, "--info-fd", str(info_write), "--", _python(), "-I", "-S", "-c", _HOLDER],
+                [*argv, "--info-fd", str(info.fileno()), "--", _python(), "-I", "-S", "-c", _HOLDER],
                 stdin=hold_read,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=[info_write],
+                pass_fds=[info.fileno()],
                 cwd="/",
                 start_new_session=True,
             )
         except OSError as exc:
-            os.close(info_read)
+            info.close()
             raise ConfinementUnavailable(f"cannot start bubblewrap: {exc}") from exc
         finally:
-            os.close(info_write)
             os.close(hold_read)
-        self._info = info_read
+        self._info = info
 
     def _finish(self) -> None:
-        info_read, self._info = self._info, None
-        assert info_read is not None
-        with os.fdopen(info_read, "rb") as info_file:
-            ready = self._read_ready()
+        info_file, self._info = self._info, None
+        assert info_file is not None
+        with info_file:
+            ready = self._read_ready()  # the holder runs: bubblewrap has written its report by then
+            info_file.seek(0)
             info = json.loads(info_file.read() or b"{}") if ready else {}
         if not ready:
             raise ConfinementUnavailable(f"bubblewrap cannot confine the sandbox: {self._failure()}")
@@ -248,9 +252,6 @@ class Confinement:
     def close(self) -> None:
         """End every process of the sandbox and remove its private /tmp (whether it got ready or not)."""
         self._end_holder()
-        if self._info is not None:
-            os.close(self._info)
-            self._info = None
         bwrap = getattr(self, "_bwrap", None)
         if bwrap is not None:
             try:
@@ -261,6 +262,9 @@ class Confinement:
             for pipe in (bwrap.stdout, bwrap.stderr):
                 if pipe is not None:
                     pipe.close()
+        if self._info is not None:
+            self._info.close()
+            self._info = None
         for fd in [*self._fds.values(), *([self._pts] if self._pts is not None else [])]:
             os.close(fd)
         self._fds.clear()
