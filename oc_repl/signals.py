@@ -25,7 +25,11 @@ def _main_thread() -> bool:
 
 @contextmanager
 def handled(signums: Iterable[int], handler: Any) -> Iterator[None]:
-    """`handler` for each of `signums` while inside; the previous handlers afterwards."""
+    """`handler` for each of `signums` while inside, the previous handlers afterwards; nothing outside the main
+    thread (only it can handle signals)."""
+    if not _main_thread():
+        yield
+        return
     previous = {sig: signal.signal(sig, handler) for sig in signums}
     try:
         yield
@@ -37,9 +41,6 @@ def handled(signums: Iterable[int], handler: Any) -> Iterator[None]:
 @contextmanager
 def stoppable() -> Iterator[None]:
     """SIGTERM and SIGHUP raise Terminated while inside."""
-    if not _main_thread():
-        yield
-        return
 
     def terminate(signum: int, frame: Any) -> None:
         raise Terminated(signal.Signals(signum).name)

@@ -260,6 +260,23 @@ def test_10_10_sigterm_to_the_shell_cleans_up_and_leaves(shell):
     assert not subprocess.run(["pgrep", "-f", marker], capture_output=True).stdout
 
 
+@pytest.mark.parametrize("attempt", range(3))
+def test_a_closed_terminal_ends_the_shell_at_its_prompt(tmp_path, serve, attempt):
+    """tmux going away hangs up the terminal and signals the shell, here just as its next prompt is drawn: the prompt
+    ends and the shell cleans up and leaves. (An exception raised inside prompt_toolkit's event loop once left a
+    shell cancelling tasks for ever; that took a loaded machine and a few runs to show.)"""
+    from tests.test_local_sandbox import gone
+
+    server = serve({"replies": [answer("hello")]})
+    sh = TmuxShell(tmp_path, server.url)
+    sh.type_line("say hello")
+    sh.wait_for("hello", count=2)  # the answer: the next prompt is being drawn, or about to be
+    sh.close()
+    assert gone(f"local:{sh.work}", within=30), "the shell outlived its terminal"
+    transcript = next((tmp_path / "state").rglob("*-shell.jsonl"))
+    assert transcript.read_text().endswith("\n")  # closed whole
+
+
 def test_11_5_a_failed_sandbox_switch_keeps_the_working_sandbox(shell):
     sh = shell({"replies": [exec_call("pwd > where.txt"), answer("noted")]})
     sh.type_line("/sandbox docker:oc-repl-no-such-container")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import shutil
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,24 @@ def elide(text: str, width: int = BAR_SANDBOX_WIDTH) -> str:
         return text
     keep = width - 1
     return text[: keep // 3] + "…" + text[len(text) - (keep - keep // 3) :]
+
+
+def ask(session: PromptSession, message: str, **options: Any) -> str:
+    """session.prompt, ended by SIGTERM or SIGHUP (the terminal closed) with Terminated, as the rest of the shell is.
+
+    The signal asks the running prompt to end rather than raising inside its event loop: an exception from there
+    leaves asyncio cancelling prompt_toolkit's tasks, and one of them can wait for ever on a terminal that is gone.
+    """
+
+    def stop(signum: int, frame: Any) -> None:
+        stopped = Terminated(signal.Signals(signum).name)
+        app = session.app
+        if not app.is_running or app.future is None or app.future.done():
+            raise stopped
+        app.loop.call_soon_threadsafe(lambda: app.future.done() or app.exit(exception=stopped))
+
+    with signals.handled(signals.STOPS, stop):
+        return session.prompt(message, **options)
 
 
 class _SlashCompleter(Completer):
@@ -138,7 +157,7 @@ class Shell:
             return what
         self.console.print(Text("approve? ", style="bold yellow") + Text(sanitize(what), style="bold"))
         try:
-            answer = self.asker.prompt("[y]es / [n]o / [e]dit / [a]lways › ").strip().lower()
+            answer = ask(self.asker, "[y]es / [n]o / [e]dit / [a]lways › ").strip().lower()
         except EOFError:
             return None
         if answer in ("y", "yes", ""):
@@ -148,7 +167,7 @@ class Shell:
             return what
         if answer in ("e", "edit"):
             try:
-                return self.asker.prompt("edit › ", default=what) or None
+                return ask(self.asker, "edit › ", default=what) or None
             except EOFError:
                 return None
         return None
@@ -178,7 +197,7 @@ class Shell:
     def _one_line(self) -> bool:
         """Read and act on one line; False when the shell should end."""
         try:
-            line = self.prompt.prompt("› ").strip()
+            line = ask(self.prompt, "› ").strip()
         except Terminated:
             raise
         except KeyboardInterrupt:
