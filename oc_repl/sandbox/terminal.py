@@ -11,7 +11,9 @@ from __future__ import annotations
 import shlex
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from oc_repl.errors import SandboxError
 from oc_repl.sandbox.keys import SESSION, deliverable, drops_input, fits, key_bytes, literal_calls, upstream_types
@@ -29,6 +31,7 @@ STARTUP_WAIT = 5.0  # for the first prompt; the first screen is taken after this
 # (or a slow container) can take several seconds.
 START_LIMIT = 30.0
 _SPLIT = "@@oc-repl-screen@@"
+T = TypeVar("T")
 # How a shell's prompt ends: bash's `$ ` and `# `, PS2's `> `, zsh's `% `. A prompt ending otherwise is never seen as
 # one, which only costs the early return: the wait then lasts the full duration.
 PROMPT_ENDS = ("$ ", "# ", "> ", "% ")
@@ -154,7 +157,7 @@ class Terminal:
             return
         last: Probe | None = None
         while time.monotonic() < deadline:
-            probe = self._probe_unless_gone()
+            probe = self._unless_gone(self.probe)
             if probe is None:  # the shell left (`exit`) and its terminal with it: nothing more can change
                 return
             if probe.idle and last is not None and last.idle and last.screen == probe.screen:
@@ -162,9 +165,10 @@ class Terminal:
             last = probe
             time.sleep(min(POLL, max(0.0, deadline - time.monotonic())))
 
-    def _probe_unless_gone(self) -> Probe | None:
+    def _unless_gone(self, look: Callable[[], T]) -> T | None:
+        """`look()`, or None when it failed because the terminal no longer runs (the shell left with `exit`)."""
         try:
-            return self.probe()
+            return look()
         except SandboxError:
             if self.alive():
                 raise
@@ -174,12 +178,8 @@ class Terminal:
         """What the model is shown after its commands, by upstream's rule: ("new", the part of the scrollback from
         the last line of the previous capture on), or ("screen", the visible screen) when that capture cannot be
         found. The protocol words it (its `observation.new` / `observation.screen` templates)."""
-        try:
-            current = self.capture(entire=True)
-        except SandboxError:
-            if self.alive():
-                raise
-            # The terminal is gone: upstream ends the episode before the model is asked again, so this is never shown.
+        current = self._unless_gone(lambda: self.capture(entire=True))
+        if current is None:  # upstream ends the episode before the model is asked again: this is never shown
             return "screen", ""
         previous, self._previous = self._previous, current
         if previous is None:
