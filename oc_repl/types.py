@@ -99,6 +99,16 @@ class ExecResult(Record):
     dropped: int = 0  # bytes dropped from the middle of the output at capture time
 
 
+@record()
+class Leftover(Record):
+    """A process the agent left running when its time was over (found, then stopped, before any verifier runs)."""
+
+    pid: int  # as the sandbox sees it
+    command: str  # its command line, words joined by spaces
+    cwd: str = ""
+    files: list[str] = field(default_factory=list)  # paths it held open
+
+
 class Process(Protocol):
     """A process running in a sandbox, read and written without blocking."""
 
@@ -127,6 +137,9 @@ class Sandbox(Protocol):
     def write_file(self, path: str, data: bytes) -> None: ...
     def read_file(self, path: str) -> bytes: ...
     def put(self, src: Path, dest: str) -> None: ...
+    # Stop every process the sandbox's commands started (those of `keep`, the protocol's own terminal, included) and
+    # report the others: the verifier then runs on a quiet sandbox, and what the agent left running is evidence.
+    def stop_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]: ...
     def close(self) -> None: ...
 
 
