@@ -58,3 +58,21 @@ def test_the_approval_prompt_shows_what_runs(tmp_path, serve):
         if event["type"] == "item.completed" and event["item"]["type"] == "command_execution"
     ]
     assert ran == [OSC, DCS, TWO_LINES, "touch edited.txt"]
+
+
+def test_the_shell_keeps_its_records_private(tmp_path, serve):
+    server = serve({"replies": [answer("hello")]})
+    sh = TmuxShell(tmp_path, server.url, "--yes")
+    try:
+        sh.type_line("say hello")
+        sh.wait_for("hello", count=2)
+        sh.type_line("/exit")
+        sh.wait_for("oc-repl-exit-status=0")
+    finally:
+        sh.close()
+    state = tmp_path / "state"
+    transcript = next(state.rglob("*-shell.jsonl"))
+    assert oct((state / "oc-repl" / "history").stat().st_mode & 0o777) == "0o600"
+    assert oct(transcript.stat().st_mode & 0o777) == "0o600"
+    made = [state, *[p for p in transcript.parents if state in p.parents]]
+    assert {oct(p.stat().st_mode & 0o777) for p in made} == {"0o700"}

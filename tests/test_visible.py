@@ -97,6 +97,18 @@ def test_show_renders_every_hidden_character_visibly(tmp_path):
     assert "m\\x1b]0;RETITLED\\x07" in shown and "out\\x1b]52;c;Y2xpcA==\\x07put\\u202e" in shown
 
 
+def test_the_bench_transcript_page_shows_them_too(tmp_path):
+    from oc_repl.bench.html import render_transcript
+
+    page = tmp_path / "transcript.html"
+    render_transcript(hostile_transcript(tmp_path), page, "title\u202e")
+    text = page.read_text()
+    assert not any(char in text for char in RAW)
+    assert "id &gt; /tmp/oc-osc-ran" in text and "\\x1b]0;" in text and "\\u202etxt.sh" in text
+    assert "title\\u202e" in text
+    assert oct(page.stat().st_mode & 0o777) == "0o600"
+
+
 def read_all(fd: int, proc: subprocess.Popen, timeout: float) -> bytes:
     data, deadline = b"", time.monotonic() + timeout
     while time.monotonic() < deadline:
