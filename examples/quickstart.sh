@@ -40,7 +40,7 @@ OC_REPL=$(command -v oc-repl) || die "oc-repl is not on PATH" "pip install . (in
 PY=$(sed -n '1s/^#! *//p' "$OC_REPL")
 "$PY" -c "import oc_repl" 2>/dev/null || PY=python3
 "$PY" -c "import oc_repl" 2>/dev/null || die "cannot find the Python that runs $OC_REPL" "pip install . again"
-mkdir -p "$RUN"
+(umask 077 && mkdir -p "$RUN") # the run's records are private, as oc-repl keeps every record
 say "oc-repl $("$PY" -c 'import oc_repl; print(oc_repl.__version__)') ($OC_REPL); this run's files: $RUN"
 
 # --- the sandbox -------------------------------------------------------------------------------------------------

@@ -119,7 +119,8 @@ def run_task(
 
 # --- runs in a process of their own ----------------------------------------------------------------------------------
 
-_UNFORWARDED = {"api_key", "json_output", "transcript", "task", "image"}  # the key goes by environment, never argv
+# the key goes by environment, never argv
+_UNFORWARDED = {"api_key", "api_key_file", "json_output", "transcript", "task", "image"}
 
 
 def settings_args(settings: RunSettings) -> list[str]:
@@ -174,7 +175,7 @@ class RunProcess:
         transcript: Path | None = None,
         image: str | None = None,
         attempts: int = 1,
-        stderr: IO[bytes] | None = None,
+        stderr: IO[bytes] | int | None = None,  # a file, subprocess.PIPE, or None for nowhere
     ) -> None:
         argv = [sys.executable, "-m", "oc_repl", "run", "--json", *settings_args(settings)]
         if settings.task is not None:

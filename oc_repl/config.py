@@ -41,6 +41,7 @@ class RunSettings:
 
     api_base: str = DEFAULT_API_BASE
     api_key: str = field(default="EMPTY", repr=False)
+    api_key_file: Path | None = None  # where the key is read from, when given (oc_repl/apikey.py)
     model: str | None = None
     protocol: str = "camel-terminal-toolkit"
     history: str = _choice("training", "camel-0.2.85", "full")
@@ -210,6 +211,10 @@ def validate(values: dict[str, Any]) -> RunSettings:
     if problems:
         raise UsageError(f"invalid settings: {'; '.join(problems)}")
     settings = RunSettings(**checked, given=frozenset(checked))
+    if settings.api_key_file is not None:
+        from oc_repl.apikey import read_key_file
+
+        settings = settings.replace(api_key=read_key_file(settings.api_key_file))
     from oc_repl.client.api_base import check_api_base
 
     check_api_base(settings.api_base)  # a usage error before anything starts, not a connection retried later

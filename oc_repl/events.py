@@ -332,9 +332,13 @@ _LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": 
 
 
 def to_json(value: Any) -> str:
-    """One event as one line of JSON. Text that cannot be written as UTF-8 (a lone surrogate a model or a sandbox
-    produced) is written with JSON's \\u escapes instead, so a transcript line is always valid."""
-    data = to_dict(value)
+    """One event as one line of JSON (see `json_text`)."""
+    return json_text(to_dict(value))
+
+
+def json_text(data: Any) -> str:
+    """JSON data as one line. Text that cannot be written as UTF-8 (a lone surrogate a model or a sandbox produced)
+    is written with JSON's \\u escapes instead, so a transcript line is always valid."""
     line = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     try:
         line.encode("utf-8")

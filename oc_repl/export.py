@@ -11,28 +11,49 @@ Format `openai-chat` (one JSON line per episode):
                   "reward", "tests_passed", "tests_total", "transcript", and for a bench trial "bench": {...}}}
 `turns` is the exact record of every request; in camel's `training` history, which drops the model's earlier replies
 from later requests, only `turns` holds them all.
+
+Training data must not lose episodes quietly: a line that is not an event, or a request or reply of a shape no server
+sends, is a BadInput naming the file and the line. Only a last line cut by a crash is left out.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from oc_repl.safejson import BadInput
 
 FORMAT = "oc-repl/openai-chat/1"
 
 
 def _reply_message(raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    """The assistant message as the server sent it (streamed replies: as accumulated), and its finish reason."""
+    """The assistant message as the server sent it (streamed replies: as accumulated), and its finish reason; a
+    ValueError for a reply of another shape."""
     if "message" in raw:
-        return dict(raw.get("message") or {}), str(raw.get("finish_reason") or "")
-    choice = (raw.get("choices") or [{}])[0] or {}
-    return dict(choice.get("message") or {}), str(choice.get("finish_reason") or "")
+        message, finish = raw.get("message") or {}, raw.get("finish_reason") or ""
+    else:
+        choices = raw.get("choices") or [{}]
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        if not isinstance(choice, dict):
+            raise ValueError("a reply whose choices are not a list of objects")
+        message, finish = choice.get("message") or {}, choice.get("finish_reason") or ""
+    if not isinstance(message, dict):
+        raise ValueError("a reply whose message is not an object")
+    return dict(message), str(finish)
 
 
-def _episode(started: dict[str, Any], turns: list[dict[str, Any]], end: dict[str, Any], verify: Any) -> dict:
-    last = turns[-1] if turns else {"messages": [], "tools": None, "reply": None}
+def _turn(request: dict[str, Any], raw: dict[str, Any]) -> dict[str, Any]:
+    options = dict(request)
+    messages, tools = options.pop("messages", []), options.pop("tools", None)
+    if not isinstance(messages, list) or not isinstance(tools, list | None):
+        raise ValueError("a request whose messages or tools are not lists")
+    reply, finish = _reply_message(raw)
+    return {"messages": messages, "tools": tools, "options": options, "reply": reply, "finish_reason": finish}
+
+
+def _episode(started: Any, turns: list[dict[str, Any]], end: Any, verify: Any) -> dict:
+    last = turns[-1]
     episode: dict[str, Any] = {
         "format": FORMAT,
         "messages": [*last["messages"], *([last["reply"]] * bool(last["reply"]))],
@@ -41,45 +62,46 @@ def _episode(started: dict[str, Any], turns: list[dict[str, Any]], end: dict[str
         episode["tools"] = last["tools"]
     episode["turns"] = turns
     episode["metadata"] = {
-        "task_name": started.get("task_name", ""),
-        "task": started.get("task", ""),
-        "protocol": started.get("protocol", ""),
-        "model": started.get("model", ""),
-        "thread_id": started.get("thread_id", ""),
-        "attempt": started.get("attempt", 1),
-        "status": end.get("status", ""),
-        "verified": end.get("status") == "verified",
-        "reward": (verify or {}).get("reward"),
-        "tests_passed": (verify or {}).get("tests_passed"),
-        "tests_total": (verify or {}).get("tests_total"),
+        "task_name": started.task_name,
+        "task": started.task,
+        "protocol": started.protocol,
+        "model": started.model,
+        "thread_id": started.thread_id,
+        "attempt": started.attempt,
+        "status": end.status if end else "",
+        "verified": bool(end and end.status == "verified"),
+        "reward": verify.reward if verify else None,
+        "tests_passed": verify.tests_passed if verify else None,
+        "tests_total": verify.tests_total if verify else None,
     }
     return episode
 
 
 def episodes(transcript: Path) -> Iterator[dict[str, Any]]:
     """The episodes of one transcript; one cut short by a crash ends where the transcript does."""
-    started: dict[str, Any] | None = None
+    from oc_repl.transcript import numbered_events
+
+    started: Any = None
     turns: list[dict[str, Any]] = []
     pending: dict[str, Any] | None = None
-    verify: dict[str, Any] | None = None
-    for line in transcript.read_text(encoding="utf-8", errors="replace").split("\n"):
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue  # a line cut by a crash
-        kind = event.get("type")
+    verify: Any = None
+    for number, event in numbered_events(transcript):
+        if isinstance(event, BadInput):
+            if event.cut:  # a line cut by a crash
+                break
+            raise event
+        kind = event.type
         if kind == "thread.started":
             if started is not None and turns:
-                yield _episode(started, turns, {}, verify)
+                yield _episode(started, turns, None, verify)
             started, turns, pending, verify = event, [], None, None
         elif kind == "request.sent":
-            pending = dict(event.get("request") or {})  # a retry replaces the request it repeats
+            pending = event.request  # a retry replaces the request it repeats
         elif kind == "response.received" and pending is not None:
-            reply, finish = _reply_message(event.get("raw") or {})
-            messages, tools = pending.pop("messages", []), pending.pop("tools", None)
-            turns.append(
-                {"messages": messages, "tools": tools, "options": pending, "reply": reply, "finish_reason": finish}
-            )
+            try:
+                turns.append(_turn(pending, event.raw))
+            except ValueError as exc:
+                raise BadInput(transcript, str(exc), number) from None
             pending = None
         elif kind == "verify.completed":
             verify = event
@@ -88,7 +110,7 @@ def episodes(transcript: Path) -> Iterator[dict[str, Any]]:
                 yield _episode(started, turns, event, verify)
             started, turns = None, []
     if started is not None and turns:
-        yield _episode(started, turns, {}, verify)
+        yield _episode(started, turns, None, verify)
 
 
 def export(path: Path) -> Iterator[dict[str, Any]]:
@@ -98,11 +120,11 @@ def export(path: Path) -> Iterator[dict[str, Any]]:
             episode["metadata"]["transcript"] = str(path)
             yield episode
         return
-    from oc_repl.bench.results import TRANSCRIPT, load_results, trial_dir
+    from oc_repl.bench.results import load_results, transcript_of
 
     for result in load_results(path):
-        transcript = trial_dir(path, result.task, result.protocol, result.attempt) / TRANSCRIPT
-        if not result.transcript or not transcript.is_file():
+        transcript = transcript_of(path, result)
+        if transcript is None:
             continue
         for episode in episodes(transcript):
             episode["metadata"]["transcript"] = str(transcript)

@@ -9,6 +9,7 @@ from typing import IO, Any
 
 from oc_repl import paths
 from oc_repl.events import to_json
+from oc_repl.private import make_dirs, open_private
 
 # Streamed fragments are noise in a record that already holds every raw reply.
 SKIPPED_TYPES = {"item.updated"}
@@ -24,40 +25,60 @@ def default_path(thread_id: str) -> Path:
 
 class TranscriptWriter:
     def __init__(self, path: Path, secrets: tuple[str, ...] = ()) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(path.parent)
         self.path = path
-        # Redaction is a second line of defence: secrets are never put into events in the first place.
-        self._secrets = tuple(s for s in secrets if s and len(s) >= 8)
-        self._file: IO[str] = path.open("a", encoding="utf-8")
+        self._secrets = secrets  # the API key; the environment's secrets are added on the first event
+        self._redact: Any = None
+        self._file: IO[str] = open_private(path, "a")
 
     def __call__(self, event: Any) -> None:
         if event.type in SKIPPED_TYPES or self._file.closed:
             return
-        line = to_json(event)
-        for secret in self._secrets:
-            line = line.replace(secret, "[REDACTED]")
-        self._file.write(line + "\n")
+        if self._redact is None:
+            from oc_repl.redact import redactor
+
+            self._redact = redactor(*self._secrets)
+        self._file.write(self._redact.json_line(to_json(event)) + "\n")
         self._file.flush()
 
     def close(self) -> None:
         self._file.close()
 
 
-def read_events(path: Path, on_bad_line: Callable[[int, str], None] | None = None) -> Iterator[Any]:
-    """Events of a transcript. A last line cut by a crash is skipped; any other bad line raises, or, with
-    `on_bad_line`, is reported there (line number, reason) and skipped, as a viewer wants."""
-    from oc_repl.events import parse_event
+def numbered_events(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, event) for each line of a transcript; the event of a line that is not one is an
+    oc_repl.safejson.BadInput naming the file and the line (`cut` for an unterminated last line)."""
+    from oc_repl.events import adapter
+    from oc_repl.safejson import BadInput, lines
 
-    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
+    for number, data in lines(path):
+        if isinstance(data, BadInput):
+            yield number, data
             continue
         try:
-            yield parse_event(line)
-        except ValueError as exc:
-            if on_bad_line is not None:
-                on_bad_line(number, str(exc).splitlines()[0])
-            elif number == len(lines):  # unterminated final line
-                return
-            else:
-                raise
+            yield number, adapter().validate_python(data)
+        except ValueError as exc:  # pydantic's ValidationError: the first problem, and where it is
+            yield number, BadInput(path, _first_error(exc), number)
+
+
+def _first_error(exc: Any) -> str:
+    errors = exc.errors(include_input=False) if hasattr(exc, "errors") else []
+    if not errors:
+        return "not an oc-repl event"
+    where = ".".join(str(part) for part in errors[0].get("loc", ()))
+    return f"not an oc-repl event ({where}: {errors[0].get('msg', 'invalid')})"
+
+
+def read_events(path: Path, on_bad_line: Callable[[int, str], None] | None = None) -> Iterator[Any]:
+    """Events of a transcript. A last line cut by a crash is skipped; any other bad line raises
+    oc_repl.safejson.BadInput (a ValueError), or, with `on_bad_line`, is reported there (line number, reason) and
+    skipped, as a viewer wants."""
+    from oc_repl.safejson import BadInput
+
+    for number, event in numbered_events(path):
+        if not isinstance(event, BadInput):
+            yield event
+        elif on_bad_line is not None:
+            on_bad_line(number, event.why)
+        elif not event.cut:
+            raise event

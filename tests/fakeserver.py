@@ -12,7 +12,8 @@ stream_error, stall, keepalive / empty_deltas (a stall of that many seconds that
 comments / chunks with empty deltas; unstreamed, keepalive sends spaces before the body), disconnect,
 reset (the socket is reset mid-stream), drop_stream (200, then the socket closes with no data), usage
 (fields to override), omit_usage, raw_stream / raw_body (chunks / a body sent exactly as given; bytes go
-out byte for byte), delay. The script's `models_body` replaces the answer to GET /models. Each recorded
+out byte for byte), delay. The script's `models_body` replaces the answer to GET /models; with `require_key` every
+request without that API key is answered 401 (the Authorization header is never recorded). Each recorded
 request carries `received` (the server's time.perf_counter() on arrival) and `client_port`.
 Run `python -m tests.fakeserver SCRIPT.json [--requests-log F] [--port-file F]` to serve until killed.
 
@@ -117,9 +118,16 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:  # the client gave up and closed its end
             self.close_connection = True
 
+    def _authorized(self) -> bool:
+        """With `require_key` in the script, only that key is served (the header itself is never recorded)."""
+        wanted = self.server.fake.script.get("require_key")
+        return wanted is None or self.headers.get("Authorization") == f"Bearer {wanted}"
+
     def do_GET(self) -> None:
         fake = self.server.fake
         fake._record("GET", self.path, None, self.headers, time.perf_counter(), self.client_address[1])
+        if not self._authorized():
+            return self._json(401, _error_body(401, "wrong API key"))
         if self.path.rstrip("/").endswith("/models"):
             model = fake.script.get("model", "qwen3-8b-oc")
             listed = {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "fake"}]}
@@ -135,6 +143,8 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         fake._record("POST", self.path, body, self.headers, received, self.client_address[1])
+        if not self._authorized():
+            return self._json(401, _error_body(401, "wrong API key"))
         if not self.path.rstrip("/").endswith("/chat/completions"):
             return self._json(404, _error_body(404, f"no route {self.path}"))
         if not isinstance(body, dict):

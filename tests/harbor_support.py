@@ -90,12 +90,21 @@ def harbor_env() -> dict[str, str]:
     return env
 
 
-def harbor_run(jobs: Path, name: str, *args: str, timeout: float = 900) -> tuple[subprocess.CompletedProcess, Path]:
-    """`harbor run` (the one beside this interpreter) on the local docker environment; its job directory."""
+def harbor_run(
+    jobs: Path, name: str, *args: str, timeout: float = 900, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess, Path]:
+    """`harbor run` (the one beside this interpreter) on the local docker environment, with `env` added to
+    harbor_env(); its job directory."""
     command = [str(Path(sys.executable).parent / "harbor"), "run", "-e", ENVIRONMENT, "-o", str(jobs)]
     command += ["--job-name", name, "-y", *args]
     done = subprocess.run(
-        command, capture_output=True, text=True, timeout=timeout, env=harbor_env(), cwd=ROOT, stdin=subprocess.DEVNULL
+        command,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**harbor_env(), **(env or {})},
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
     )
     return done, jobs / name
 

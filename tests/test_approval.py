@@ -114,3 +114,22 @@ def test_10_14_only_the_models_actions_are_asked_about(serve, tmp_path, monkeypa
     finally:
         session.close()
     assert result.status == "done" and asked == []
+
+
+def test_an_edited_input_to_a_session_is_sent_and_recorded_as_edited(serve, tmp_path):
+    calls = [
+        ("shell_exec", {"id": "py", "command": "python3 -i", "block": False, "timeout": None}),
+        ("shell_write_to_process", {"id": "py", "command": "print('from the model')"}),
+    ]
+    server = serve({"replies": [{"text": call_text(name, args)} for name, args in calls] + [{"text": "done"}]})
+    events: list = []
+    answers = ["python3 -i", "[input to session py] print('edited' + 'by hand')"]
+    session = session_for(server, tmp_path, "camel-terminal-toolkit", answers, [], events)
+    try:
+        session.run("talk to python")
+    finally:
+        session.close()
+    (sent,) = [
+        i for i in completed_items(events) if i.type == "command_execution" and i.tool == "shell_write_to_process"
+    ]
+    assert sent.command == "print('edited' + 'by hand')" and "editedby hand" in sent.aggregated_output

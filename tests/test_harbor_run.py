@@ -45,10 +45,12 @@ def camel_writes(text: str) -> dict[str, Any]:
     }
 
 
-def run(serve: Any, script: dict[str, Any], jobs: Path, name: str, *args: str) -> list[dict[str, Any]]:
+def run(
+    serve: Any, script: dict[str, Any], jobs: Path, name: str, *args: str, env: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     server = serve(script)
     done, job = harbor_run(
-        jobs, name, "-p", str(TASK), "--agent", AGENT, "-m", MODEL, "--ak", f"api_base={server.url}", *args
+        jobs, name, "-p", str(TASK), "--agent", AGENT, "-m", MODEL, "--ak", f"api_base={server.url}", *args, env=env
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return trial_results(job)
@@ -182,3 +184,23 @@ def test_14_a_worker_stuck_in_a_model_request_is_abandoned_and_its_processes_kil
     assert "sleep 3007" not in (Path(trial["dir"]) / "verifier" / "processes.txt").read_text()
     assert "did not stop within" in (Path(trial["dir"]) / "trial.log").read_text()
     assert trial["agent_result"]["metadata"]["n_turns"] == 2
+
+
+def test_a_model_echoing_the_key_leaves_it_in_none_of_the_agents_records(serve, tmp_path):
+    from tests.secrets_support import KEY, TOKEN, assert_no_secret, echo_answer, echo_command
+
+    script = {
+        "require_key": KEY,  # the key reached the server, from Harbor's environment
+        "replies": [
+            {"text": call_text("shell_exec", {"id": "s1", "command": echo_command(), "block": True, "timeout": None})},
+            {"text": "<think>\n\n</think>\n\n" + echo_answer()},
+        ],
+    }
+    (trial,) = run(serve, script, tmp_path, "echo", env={"OPENAI_API_KEY": KEY, "MY_SERVICE_TOKEN": TOKEN})
+    assert trial["exception_info"] is None, trial["exception_info"]
+    agent = Path(trial["dir"]) / "agent"
+    trajectory = json.loads((agent / "trajectory.json").read_text())
+    assert "[REDACTED]" in json.dumps(trajectory["steps"][-2]["tool_calls"])  # the echoes were there, redacted
+    for path in (agent / "trajectory.json", agent / "oc-repl.jsonl", Path(trial["dir"]) / "result.json"):
+        assert_no_secret(path)
+    assert oct((agent / "trajectory.json").stat().st_mode & 0o777) == "0o600"

@@ -77,12 +77,13 @@ def test_transcript_skips_a_cut_last_line(tmp_path: Path):
     assert [e.type for e in read_events(path)] == ["turn.started"]
 
 
-def test_show_skips_lines_it_cannot_read(tmp_path: Path):
+def test_show_shows_every_good_line_and_names_each_bad_one(tmp_path: Path):
     from tests.conftest import run_cli
 
     path = tmp_path / "t.jsonl"
     good = to_json(TurnStarted(turn=1, max_turns=2))
     path.write_bytes(good.encode() + b'\n{"type":"bogus"}\n\xff\xfe\n' + good.encode() + b"\n")
     proc = run_cli(["show", str(path)], tmp_path)
-    assert proc.returncode == 0 and "Traceback" not in proc.stderr
-    assert proc.stderr.count("turn 1/2") == 2 and "line 2 skipped" in proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.count("turn 1/2") == 2
+    assert f"{path}:2: not an oc-repl event" in proc.stderr and f"{path}:3: not UTF-8" in proc.stderr

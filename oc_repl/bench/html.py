@@ -9,10 +9,13 @@ import io
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from oc_repl.bench.report import comparison_lines, load_summary, pass_columns
-from oc_repl.bench.results import FAILURE_MODES, TRANSCRIPT, TrialResult, trial_dir
+from oc_repl.bench.results import FAILURE_MODES, TrialResult, inside, transcript_of
 from oc_repl.bench.stats import Summary
+from oc_repl.private import make_dirs, write_atomic
+from oc_repl.render.sanitize import sanitize
 
 TRANSCRIPT_HTML = "transcript.html"
 # One colour per failure mode, resolved green and the model's own failures warm; infrastructure greys.
@@ -62,20 +65,36 @@ def render_transcript(transcript: Path, target: Path, title: str = "") -> None:
     render = HumanRenderer(console=console)
     for event in read_events(transcript, on_bad_line=lambda *_: None):
         render(event)
-    page = TRANSCRIPT_PAGE.replace("TITLE", html.escape(title or transcript.name).replace("{", "{{").replace("}", "}}"))
-    target.write_text(console.export_html(inline_styles=True, code_format=page), encoding="utf-8")
+    title = _text(title or transcript.name).replace("{", "{{").replace("}", "}}")
+    write_atomic(target, console.export_html(inline_styles=True, code_format=TRANSCRIPT_PAGE.replace("TITLE", title)))
 
 
 def _transcript_page(out: Path, result: TrialResult) -> Path | None:
-    directory = trial_dir(out, result.task, result.protocol, result.attempt)
-    transcript, page = directory / (result.transcript or TRANSCRIPT), directory / TRANSCRIPT_HTML
-    if not result.transcript or not transcript.is_file():
+    """transcript.html beside the trial's transcript, rendered when it is missing or older; None when the trial has
+    no transcript inside the bench directory."""
+    transcript = transcript_of(out, result)
+    if transcript is None:
         return None
-    if not page.is_file() or page.stat().st_mtime < transcript.stat().st_mtime:
+    page = transcript.parent / TRANSCRIPT_HTML
+    if not inside(page.parent, out):
+        return None
+    if page.is_symlink() or not page.is_file() or page.stat().st_mtime < transcript.stat().st_mtime:
         render_transcript(
             transcript, page, f"{result.task} · {result.protocol} · #{result.attempt}: {result.failure_mode}"
         )
     return page
+
+
+def _text(text: object) -> str:
+    """Text from a bench directory, as HTML: escaped, every hidden character shown (plotly's labels also read
+    entities, never tags or links, from it)."""
+    return html.escape(sanitize(str(text)))
+
+
+def _link(page: Path, report_dir: Path) -> str:
+    """A relative link to `page`: each character that could start a scheme, a query or a fragment is escaped, so
+    it always names a file below the directories the two share."""
+    return quote(os.path.relpath(page, report_dir), safe="/")
 
 
 def _figure(figure: Any, div_id: str) -> str:
@@ -88,7 +107,7 @@ def pass_at_k_figure(summary: Summary) -> str:
     figure = go.Figure()
     for p in summary.protocols:
         ks = sorted(p.pass_at)
-        figure.add_trace(go.Scatter(x=ks, y=[p.pass_at[k] for k in ks], mode="lines+markers", name=p.protocol))
+        figure.add_trace(go.Scatter(x=ks, y=[p.pass_at[k] for k in ks], mode="lines+markers", name=_text(p.protocol)))
     figure.update_layout(
         title="pass@k",
         xaxis_title="k",
@@ -105,7 +124,7 @@ def failure_figure(summary: Summary) -> str:
     import plotly.graph_objects as go
 
     figure = go.Figure()
-    names = [p.protocol for p in summary.protocols]
+    names = [_text(p.protocol) for p in summary.protocols]
     for mode in FAILURE_MODES:
         counts = [p.failure_modes.get(mode, 0) for p in summary.protocols]
         if any(counts):
@@ -125,7 +144,7 @@ def _table(summary: Summary) -> str:
         cells = [p.protocol, p.tasks, p.trials, p.resolved, *(f"{p.pass_at[k]:.3f}" for k in ks)]
         cells += [f"{p.mean_turns:.1f}", f"{100 * p.parse_error_rate:.1f}%", f"{100 * p.salvaged_call_rate:.1f}%"]
         cells += [f"{p.mean_tokens_in:.0f} / {p.mean_tokens_out:.0f}", f"{p.mean_wall_time_s:.1f} s"]
-        rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
+        rows.append("<tr>" + "".join(f"<td>{_text(c)}</td>" for c in cells) + "</tr>")
     header = "".join(f"<th>{html.escape(h)}</th>" for h in head)
     return f'<table id="protocols"><tr>{header}</tr>{"".join(rows)}</table>'
 
@@ -135,18 +154,18 @@ def _grid(summary: Summary, results: list[TrialResult], out: Path, report_dir: P
     for r in results:
         by_cell.setdefault((r.task, r.protocol), []).append(r)
     protocols = [p.protocol for p in summary.protocols]
-    header = "<tr><th>task</th>" + "".join(f"<th>{html.escape(p)}</th>" for p in protocols) + "</tr>"
+    header = "<tr><th>task</th>" + "".join(f"<th>{_text(p)}</th>" for p in protocols) + "</tr>"
     rows = []
     for task in summary.tasks:
-        cells = [f"<td>{html.escape(task)}</td>"]
+        cells = [f"<td>{_text(task)}</td>"]
         for protocol in protocols:
             trials = sorted(by_cell.get((task, protocol), []), key=lambda r: r.attempt)
             chips = []
             for r in trials:
                 page = _transcript_page(out, r)
-                title = html.escape(f"#{r.attempt}: {r.failure_mode}, {r.turns} turns, {r.wall_time_s:.1f} s")
+                title = _text(f"#{r.attempt}: {r.failure_mode}, {r.turns} turns, {r.wall_time_s:.1f} s")
                 style = f"background:{COLOURS.get(r.failure_mode, '#000')}"
-                link = f' href="{html.escape(os.path.relpath(page, report_dir))}"' if page else ""
+                link = f' href="{html.escape(_link(page, report_dir))}"' if page else ""
                 chips.append(f'<a class="chip" style="{style}" title="{title}"{link}>{r.attempt}</a>')
             solved = sum(r.resolved for r in trials)
             count = f" {solved}/{len(trials)}" if trials else "—"
@@ -160,20 +179,20 @@ def write_html(out: Path, target: Path) -> Path:
 
     summary, results, plan = load_summary(out)
     target = target.resolve()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    comparisons = "".join(f"<li>{html.escape(line.strip())}</li>" for line in comparison_lines(summary))
+    make_dirs(target.parent)
+    comparisons = "".join(f"<li>{_text(line.strip())}</li>" for line in comparison_lines(summary))
     legend = " ".join(
         f'<span class="chip" style="background:{COLOURS[m]}">{m}</span>'
         for m in FAILURE_MODES
         if any(p.failure_modes.get(m) for p in summary.protocols)
     )
     body = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>oc-repl bench: {html.escape(out.name)}</title>
+<html lang="en"><head><meta charset="utf-8"><title>oc-repl bench: {_text(out.name)}</title>
 <style>{STYLE}</style><script>{get_plotlyjs()}</script></head>
 <body>
 <h1>oc-repl bench</h1>
-<p class="note">{html.escape(str(out))} · {len(results)} finished trials · {len(summary.tasks)} tasks ·
-k = {html.escape(str(plan.get("k", "?")))}</p>
+<p class="note">{_text(out)} · {len(results)} finished trials · {len(summary.tasks)} tasks ·
+k = {_text(plan.get("k", "?"))}</p>
 <h2>Per protocol</h2>
 {_table(summary)}
 <ul id="comparisons">{comparisons}</ul>
@@ -185,5 +204,5 @@ k = {html.escape(str(plan.get("k", "?")))}</p>
 {_grid(summary, results, out, target.parent)}
 </body></html>
 """
-    target.write_text(body, encoding="utf-8")
+    write_atomic(target, body)
     return target

@@ -8,22 +8,29 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from oc_repl.bench.results import FAILURE_MODES, load_results
 from oc_repl.bench.runner import read_plan
 from oc_repl.bench.stats import Summary, summarize
 from oc_repl.errors import UsageError
 from oc_repl.render.human import UNWRAPPED
+from oc_repl.render.sanitize import sanitize
+from oc_repl.safejson import BadInput
 
 
 def load_summary(out: Path) -> tuple[Summary, list[Any], dict[str, Any]]:
-    """The summary of a bench directory, its trial records and its plan; a usage error when it holds no trial."""
+    """The summary of a bench directory, its trial records and its plan; a usage error when it holds no trial, or
+    a file in it that is not what it should be (named, with its line)."""
     if not out.is_dir():
         raise UsageError(f"{out} is not a bench directory")
-    results = load_results(out)
+    try:
+        results = load_results(out)
+        plan = read_plan(out)
+    except BadInput as exc:
+        raise UsageError(str(exc)) from None
     if not results:
         raise UsageError(f"{out} holds no finished trial", hint="run `oc-repl bench TASKS --out DIR` first")
-    plan = read_plan(out)
     return summarize(results, plan.get("protocols") or ()), results, plan
 
 
@@ -47,7 +54,7 @@ def protocol_table(summary: Summary) -> Table:
         table.add_column(name, justify="right")
     for p in summary.protocols:
         table.add_row(
-            p.protocol,
+            _cell(p.protocol),
             str(p.tasks),
             str(p.trials),
             str(p.resolved),
@@ -69,8 +76,14 @@ def failure_table(summary: Summary) -> Table:
     for mode in seen:
         table.add_column(mode, justify="right")
     for p in summary.protocols:
-        table.add_row(p.protocol, *(str(p.failure_modes.get(m, 0)) for m in seen))
+        table.add_row(_cell(p.protocol), *(str(p.failure_modes.get(m, 0)) for m in seen))
     return table
+
+
+def _cell(text: str) -> Text:
+    """A name from the bench directory as a table cell: plain text (never rich markup), every hidden character
+    shown."""
+    return Text(sanitize(text))
 
 
 def comparison_lines(summary: Summary) -> list[str]:
@@ -94,12 +107,11 @@ def print_report(out: Path, console: Console | None = None) -> Summary:
     console.print(protocol_table(summary))
     console.print(failure_table(summary))
     for line in comparison_lines(summary):
-        console.print(line)
+        console.print(Text(sanitize(line)))
     planned = len(plan.get("tasks") or []) * len(plan.get("protocols") or []) * int(plan.get("k") or 0)
     if planned > len(results):
-        console.print(
-            f"{planned - len(results)} of {planned} planned trials are unfinished: re-run the bench with --out {out}"
-        )
+        unfinished = f"{planned - len(results)} of {planned} planned trials are unfinished"
+        console.print(Text(sanitize(f"{unfinished}: re-run the bench with --out {out}")))
     return summary
 
 

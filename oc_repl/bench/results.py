@@ -7,13 +7,14 @@ A trial without a result.json is unfinished: a re-run with the same --out runs i
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from oc_repl.outcome import Status
+from oc_repl.private import write_atomic
+from oc_repl.redact import Redactor, redactor
+from oc_repl.safejson import BadInput, lines, load_file
 
 SCHEMA = "oc-repl-bench/1"
 TRANSCRIPT, RESULT, STDERR = "transcript.jsonl", "result.json", "stderr.txt"
@@ -94,13 +95,64 @@ class TrialResult:
     schema: str = SCHEMA
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrialResult:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def from_dict(cls, data: Any) -> TrialResult:
+        """A record read back, each field of its type; ValueError naming the first that is not (a result.json may
+        have been written by anyone)."""
+        if not isinstance(data, dict):
+            raise ValueError("not a trial record (a JSON object)")
+        checked = {f.name: _checked(f.name, str(f.type), data[f.name]) for f in fields(cls) if f.name in data}
+        missing = [f.name for f in fields(cls) if f.name not in data and f.default is MISSING]
+        if missing:
+            raise ValueError(f"{missing[0]}: missing")
+        result = cls(**checked)
+        if result.outcome not in {s.value for s in Status}:
+            raise ValueError(f"outcome: not an oc-repl outcome: {result.outcome[:40]!r}")
+        if result.failure_mode not in FAILURE_MODES:
+            raise ValueError(f"failure_mode: not a failure mode: {result.failure_mode[:40]!r}")
+        if result.attempt < 1:
+            raise ValueError(f"attempt: must be at least 1, got {result.attempt}")
+        return result
+
+
+_KINDS: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "bool": (bool,), "float": (int, float)}
+
+
+def _checked(name: str, declared: str, value: Any) -> Any:
+    kind, _, optional = declared.partition(" | ")
+    if value is None and optional == "None":
+        return None
+    if kind.startswith("list["):  # the assets: names, hashes and sources
+        if isinstance(value, list) and all(
+            isinstance(a, dict) and all(isinstance(v, str) for v in a.values()) for a in value
+        ):
+            return value
+        raise ValueError(f"{name}: expected a list of objects of strings")
+    if isinstance(value, _KINDS[kind]) and (kind == "bool" or not isinstance(value, bool)):
+        return float(value) if kind == "float" else value
+    raise ValueError(f"{name}: expected {kind}{' or null' if optional else ''}, got {_json_type(value)}")
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    return {dict: "an object", list: "a list", str: "a string"}.get(type(value), "a number")
 
 
 def trial_dir(out: Path, task: str, protocol: str, attempt: int) -> Path:
     return out / "trials" / task / protocol / str(attempt)
+
+
+def inside(path: Path, root: Path) -> bool:
+    """`path`, with every symlink followed, is `root` or under it."""
+    return path.resolve().is_relative_to(root.resolve())
+
+
+def transcript_of(out: Path, result: TrialResult) -> Path | None:
+    """The trial's transcript, when it has one that is a file inside the bench directory."""
+    if not result.transcript:
+        return None
+    path = trial_dir(out, result.task, result.protocol, result.attempt) / result.transcript
+    return path if path.is_file() and inside(path, out) else None
 
 
 def _exit_status(exit_code: int | None) -> Status:
@@ -113,16 +165,9 @@ def _exit_status(exit_code: int | None) -> Status:
 def _events(transcript: Path) -> list[dict[str, Any]]:
     """The transcript's events as plain JSON (a line cut by a crash is skipped). Not the typed reader on purpose:
     a signal that arrives while pydantic validates could surface as a bad line and be swallowed with it."""
-    events = []
-    if transcript.is_file():
-        for line in transcript.read_text(encoding="utf-8", errors="replace").split("\n"):
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict):
-                events.append(event)
-    return events
+    if not transcript.is_file():
+        return []
+    return [event for _, event in lines(transcript) if isinstance(event, dict)]
 
 
 def from_transcript(
@@ -178,40 +223,45 @@ def from_transcript(
     )
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Readers see the old file or the new one, never a part: a kill mid-write leaves no half record."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, ensure_ascii=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a record is as readable as the transcript beside it
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def write_json_atomic(path: Path, data: Any, redact: Redactor | None = None) -> None:
+    """Readers see the old file or the new one, never a part: a kill mid-write leaves no half record. Private, as
+    every record is, with the secrets redacted (by default: this process's own, see oc_repl.redact)."""
+    data = (redact or redactor()).data(data)
+    write_atomic(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
 
 
-def write_result(directory: Path, result: TrialResult) -> None:
-    write_json_atomic(directory / RESULT, asdict(result))
+def write_result(directory: Path, result: TrialResult, redact: Redactor | None = None) -> None:
+    write_json_atomic(directory / RESULT, asdict(result), redact)
 
 
 def read_result(directory: Path) -> TrialResult | None:
     """The trial's record, or None while it is unfinished (no file, or one this version cannot read)."""
     try:
-        data = json.loads((directory / RESULT).read_text(encoding="utf-8"))
-        return TrialResult.from_dict(data) if data.get("schema") == SCHEMA else None
-    except (OSError, ValueError, TypeError, AttributeError):
+        return _parsed(directory / RESULT)
+    except BadInput:
         return None
 
 
+def _parsed(path: Path) -> TrialResult | None:
+    """The record at `path`; None for another schema's; BadInput for one that is not a record."""
+    data = load_file(path)
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        return None
+    try:
+        return TrialResult.from_dict(data)
+    except ValueError as exc:
+        raise BadInput(path, str(exc)) from None
+
+
 def load_results(out: Path) -> list[TrialResult]:
-    """Every finished trial under DIR/trials, in task, protocol, attempt order."""
+    """Every finished trial under DIR/trials, in task, protocol, attempt order. A record that is not one, or that
+    is not where its own task, protocol and attempt put it (inside DIR), is a BadInput naming it."""
     found = []
     for path in (out / "trials").glob(f"*/*/*/{RESULT}"):
-        result = read_result(path.parent)
-        if result is not None:
-            found.append(result)
+        result = _parsed(path)
+        if result is None:
+            continue
+        if trial_dir(out, result.task, result.protocol, result.attempt) != path.parent or not inside(path, out):
+            raise BadInput(path, "a trial record outside its own trial directory")
+        found.append(result)
     return sorted(found, key=lambda r: (r.task, r.protocol, r.attempt))

@@ -10,16 +10,16 @@ running. A trial that did not end on its own (interrupted, killed) gets no resul
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import selectors
 import shutil
 import signal
+import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from oc_repl import __version__, signals
 from oc_repl.api import RunProcess, settings_args
@@ -35,6 +35,9 @@ from oc_repl.bench.results import (
 )
 from oc_repl.config import RunSettings
 from oc_repl.errors import BuildError, OcReplError, UsageError
+from oc_repl.private import make_dirs, open_private
+from oc_repl.redact import RedactedStream, Redactor, redactor
+from oc_repl.safejson import BadInput, load_file, loads
 from oc_repl.tasks.model import TaskDir
 
 PLAN = "bench.json"
@@ -71,7 +74,7 @@ class Running:
     trial: Trial
     process: RunProcess
     directory: Path
-    stderr: IO[bytes]
+    stderr: RedactedStream
     image: str
     started: float = field(default_factory=time.monotonic)
     started_at: float = field(default_factory=time.time)
@@ -85,10 +88,15 @@ def plan_trials(tasks: Sequence[TaskDir], protocols: Sequence[str], k: int) -> l
     return [Trial(task, protocol, n) for n in range(1, k + 1) for task in tasks for protocol in protocols]
 
 
-def write_plan(out: Path, tasks: Sequence[TaskDir], k: int, options: dict[str, list[str]]) -> None:
+def write_plan(
+    out: Path, tasks: Sequence[TaskDir], k: int, options: dict[str, list[str]], redact: Redactor | None = None
+) -> None:
     """DIR/bench.json: what this bench runs. A re-run must give a protocol the same run options, or its trials would
     mix two setups."""
-    before = read_plan(out).get("run_options") or {}
+    try:
+        before = read_plan(out).get("run_options") or {}
+    except BadInput as exc:
+        raise UsageError(str(exc), hint="choose another --out, or remove that file") from None
     changed = [p for p, args in options.items() if p in before and before[p] != args]
     if changed:
         was = " ".join(before[changed[0]]) or "none"
@@ -104,15 +112,37 @@ def write_plan(out: Path, tasks: Sequence[TaskDir], k: int, options: dict[str, l
         "run_options": {**before, **options},
         "updated_at": time.time(),
     }
-    out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out / PLAN, plan)
+    make_dirs(out)
+    write_json_atomic(out / PLAN, plan, redact)
 
 
 def read_plan(out: Path) -> dict[str, Any]:
-    try:
-        return json.loads((out / PLAN).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    """DIR/bench.json, {} when there is none; a BadInput naming it when it is not a plan."""
+    path = out / PLAN
+    if not path.exists():
         return {}
+    plan = load_file(path)
+    problem = _plan_problem(plan)
+    if problem:
+        raise BadInput(path, f"not a bench plan: {problem}")
+    return plan
+
+
+def _plan_problem(plan: Any) -> str:
+    if not isinstance(plan, dict):
+        return "not a JSON object"
+    shapes = {
+        "protocols": lambda v: isinstance(v, list) and all(isinstance(p, str) for p in v),
+        "tasks": lambda v: isinstance(v, list) and all(isinstance(t, dict) for t in v),
+        "k": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+        "run_options": lambda v: (
+            isinstance(v, dict) and all(isinstance(a, list) and all(isinstance(x, str) for x in a) for a in v.values())
+        ),
+        "version": lambda v: isinstance(v, str),
+    }
+    return next(
+        (f"{name}: not of its type" for name, fits in shapes.items() if name in plan and not fits(plan[name])), ""
+    )
 
 
 class Bench:
@@ -125,6 +155,7 @@ class Bench:
         progress: Any,  # oc_repl.bench.progress.Progress
     ) -> None:
         self.out, self.settings, self.jobs, self.progress = out, settings, jobs, progress
+        self.redact = redactor_for(settings)
         # A trial whose image could not be built never ran: a re-run (after the Dockerfile is fixed) tries again.
         self.finished = {id(t): r for t in trials if (r := read_result(self._dir(t))) and r.outcome != "build_error"}
         self.queue = [t for t in trials if id(t) not in self.finished]
@@ -194,23 +225,29 @@ class Bench:
         directory = self._dir(trial)
         if directory.exists():  # what an unfinished earlier run of this trial left
             shutil.rmtree(directory)
-        directory.mkdir(parents=True)
+        make_dirs(directory)
         try:
             image = self._image(trial.task)
         except BuildError as exc:
             self._record(trial, _build_failed(trial, exc))
             return
         settings = self.settings[trial.protocol].replace(task=trial.task.path)
-        stderr = (directory / STDERR).open("wb")
-        process = RunProcess(settings, transcript=directory / TRANSCRIPT, image=image, stderr=stderr)
+        process = RunProcess(settings, transcript=directory / TRANSCRIPT, image=image, stderr=subprocess.PIPE)
+        assert process.proc.stderr is not None
+        stderr = RedactedStream(process.proc.stderr, open_private(directory / STDERR, "wb"), self.redact)
         os.set_blocking(process.fileno(), False)
         running = Running(trial, process, directory, stderr, image)
         self.running[process.fileno()] = running
         self.selector.register(process.fileno(), selectors.EVENT_READ, running)
+        self.selector.register(stderr.fileno(), selectors.EVENT_READ, stderr)
         self.progress.started(trial)
 
     def _pump(self, timeout: float) -> None:
         for key, _ in self.selector.select(timeout=timeout) if self.running else []:
+            if isinstance(key.data, RedactedStream):
+                if not key.data.pump():  # the trial closed its stderr
+                    self.selector.unregister(key.fd)
+                continue
             running: Running = key.data
             try:
                 lines = running.process.read_lines()
@@ -218,9 +255,10 @@ class Bench:
                 continue
             for line in lines:
                 with contextlib.suppress(ValueError):
-                    event = json.loads(line)
-                    if event.get("type") == "turn.started":
-                        running.turn = event.get("turn", running.turn)
+                    event = loads(line)
+                    if isinstance(event, dict) and event.get("type") == "turn.started":
+                        turn = event.get("turn")
+                        running.turn = turn if isinstance(turn, int) else running.turn
         now = time.monotonic()
         for fd, running in list(self.running.items()):
             if running.process.poll() is None:
@@ -234,7 +272,7 @@ class Bench:
         del self.running[fd]
         code = running.process.wait()
         running.process.stdout.close()
-        running.stderr.close()
+        self._close_stderr(running)
         trial = running.trial
         result = from_transcript(
             running.directory / TRANSCRIPT,
@@ -252,8 +290,13 @@ class Bench:
             return
         self._record(trial, result)
 
+    def _close_stderr(self, running: Running) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(running.stderr.fileno())
+        running.stderr.close()
+
     def _record(self, trial: Trial, result: TrialResult) -> None:
-        write_result(self._dir(trial), result)
+        write_result(self._dir(trial), result, self.redact)
         self.finished[id(trial)] = result
         self.progress.finished(trial, result)
 
@@ -263,7 +306,7 @@ class Bench:
             running.process.terminate()
         for running in list(self.running.values()):
             running.process.close()
-            running.stderr.close()
+            self._close_stderr(running)
         self.running.clear()
 
 
@@ -281,6 +324,11 @@ def _build_failed(trial: Trial, exc: BuildError) -> TrialResult:
         error=f"{exc.message}\n{exc.hint}".strip(),
         transcript="",
     )
+
+
+def redactor_for(settings: dict[str, RunSettings]) -> Redactor:
+    """The bench's redaction: the secrets of this process's environment and each protocol's API key."""
+    return redactor(*sorted({each.api_key for each in settings.values()}))
 
 
 def trial_options(settings: dict[str, RunSettings]) -> dict[str, list[str]]:

@@ -16,6 +16,7 @@ if "httpx" not in sys.modules:
     sys.modules.setdefault("httpx._main", None)  # type: ignore[assignment]
 
 from oc_repl import __version__
+from oc_repl.apikey import key_options
 from oc_repl.cli.report import report_error
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -25,7 +26,7 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The options shared by `run` and the interactive shell."""
     options: list[Decorator] = [
         click.option("--api-base", envvar="OPENAI_BASE_URL", help="OpenAI-compatible base URL [sglang default]."),
-        click.option("--api-key", envvar="OPENAI_API_KEY", help="API key (default EMPTY); never written to files."),
+        *key_options(),
         click.option("--model", help="Model id (default: the first id the server lists)."),
         click.option("--protocol", help="camel-terminal-toolkit (default), terminus-json, terminus-xml or raw."),
         click.option(
@@ -123,11 +124,12 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _settings(params: dict[str, Any]) -> Any:
+    from oc_repl.apikey import layered
     from oc_repl.config import load_file, validate
 
     file_values = load_file(params.pop("config_file", None), params.pop("profile", None))
     given = {k: v for k, v in params.items() if v is not None}
-    return validate({**file_values, **given})
+    return validate(layered(file_values, given))
 
 
 class LazyGroup(click.Group):
@@ -210,20 +212,7 @@ def run(ctx: click.Context, instruction: tuple[str, ...], attempts: int, **param
 @main.command()
 @click.argument("transcript", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def show(transcript: Path) -> None:
-    """Render a saved transcript."""
-    from oc_repl.render.human import HumanRenderer
-    from oc_repl.transcript import read_events
+    """Render a saved transcript (a bad line is named on stderr and makes the exit status 2)."""
+    from oc_repl.cli.show import show_transcript
 
-    render = HumanRenderer()
-    bad: list[tuple[int, str]] = []
-    shown = 0
-    # A viewer shows what it can: a line cut by a crash, or written by another version, is reported and skipped.
-    for event in read_events(transcript, on_bad_line=lambda number, why: bad.append((number, why))):
-        render(event)
-        shown += 1
-    if bad and not shown:
-        from oc_repl.errors import UsageError
-
-        sys.exit(report_error(UsageError(f"{transcript} is not an oc-repl transcript: {bad[0][1]}")))
-    for number, why in bad:
-        click.echo(f"oc-repl: line {number} skipped: {why}", err=True)
+    sys.exit(show_transcript(transcript))

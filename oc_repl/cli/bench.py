@@ -33,6 +33,7 @@ def bench() -> None:
 
 def per_protocol_settings(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
     """Settings for each protocol's trials, resolved as `run` resolves them (flags > env > file > defaults)."""
+    from oc_repl.apikey import layered
     from oc_repl.cli import _typed
     from oc_repl.config import load_file, validate
     from oc_repl.errors import UsageError
@@ -46,7 +47,7 @@ def per_protocol_settings(ctx: click.Context, params: dict[str, Any]) -> dict[st
         raise UsageError(f"bench sets {flags} for each trial itself", hint="drop it: a task dir brings its tests")
     file_values = load_file(params.pop("config_file", None), params.pop("profile", None))
     given = {**{k: v for k, v in params.items() if v is not None}, **typed}
-    values = {k: v for k, v in {**file_values, **given}.items() if k not in PER_TRIAL}
+    values = {k: v for k, v in layered(file_values, given).items() if k not in PER_TRIAL}
     names = [p.strip() for p in str(values.pop("protocol", "camel-terminal-toolkit")).split(",") if p.strip()]
     known = manifests()
     unknown = [p for p in names if p not in known]
@@ -90,7 +91,7 @@ def run_bench(
     """
     from oc_repl import paths
     from oc_repl.bench.progress import Progress
-    from oc_repl.bench.runner import Bench, default_jobs, plan_trials, trial_options, write_plan
+    from oc_repl.bench.runner import Bench, default_jobs, plan_trials, redactor_for, trial_options, write_plan
     from oc_repl.errors import OcReplError
     from oc_repl.sandbox.docker import connect
     from oc_repl.tasks.model import find_tasks
@@ -100,7 +101,7 @@ def run_bench(
         tasks = find_tasks(task_dirs)
         connect()  # an unreachable daemon is one clear error now, not a failed build for every task
         out = out or paths.state_dir() / "bench" / time.strftime("%Y%m%dT%H%M%S")
-        write_plan(out, tasks, attempts, trial_options(settings))
+        write_plan(out, tasks, attempts, trial_options(settings), redactor_for(settings))
     except OcReplError as exc:
         sys.exit(report_error(exc))
     trials = plan_trials(tasks, list(settings), attempts)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -23,19 +22,31 @@ from oc_repl.cli.report import report_error
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here instead of stdout.")
 def export(source: Path, fmt: str, output: Path | None) -> None:
-    """Write each episode of a transcript, or of every trial of a bench directory, as one JSON line."""
-    from oc_repl.errors import UsageError
-    from oc_repl.export import export as episodes
+    """Write each episode of a transcript, or of every trial of a bench directory, as one JSON line.
 
-    out = output.open("w", encoding="utf-8") if output else sys.stdout
-    count = 0
+    Every episode is read before anything is written: a bad line stops the export (exit 2, naming the file and the
+    line) and leaves no part of it behind."""
+    from oc_repl.apikey import configured_key
+    from oc_repl.errors import UsageError
+    from oc_repl.events import json_text
+    from oc_repl.export import export as episodes
+    from oc_repl.redact import redactor
+    from oc_repl.safejson import BadInput
+
     try:
-        for episode in episodes(source):
-            out.write(json.dumps(episode, ensure_ascii=False) + "\n")
-            count += 1
-    finally:
-        if output:
-            out.close()
-    if not count:
+        found = list(episodes(source))
+    except BadInput as exc:
+        sys.exit(report_error(UsageError(str(exc), hint="a record that cannot be read is not exported in part")))
+    if not found:
         sys.exit(report_error(UsageError(f"{source} holds no episode with a model reply to export")))
-    click.echo(f"{count} episodes exported", err=True)
+    redact = redactor(configured_key())
+    text = "".join(json_text(redact.data(episode)) + "\n" for episode in found)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        from oc_repl.private import make_dirs, open_private
+
+        make_dirs(output.parent)
+        with open_private(output, "w") as out:
+            out.write(text)
+    click.echo(f"{len(found)} episodes exported", err=True)

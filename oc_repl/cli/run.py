@@ -53,7 +53,7 @@ def run_task(settings: RunSettings, instruction: str, attempts: int = 1) -> int:
     try:
         if not settings.json_output and result.final_answer:
             answer = result.final_answer.rstrip("\n")
-            if sys.stdout.isatty():  # on a terminal the answer is display, and gets the same cleaning as the rest
+            if sys.stdout.isatty():  # on a terminal the answer is display: hidden characters shown, as everywhere
                 from oc_repl.render.sanitize import sanitize
 
                 answer = sanitize(answer)

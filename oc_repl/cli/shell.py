@@ -21,6 +21,7 @@ from oc_repl import paths, signals
 from oc_repl.config import RunSettings
 from oc_repl.errors import OcReplError, Terminated, UsageError
 from oc_repl.outcome import Status, exit_code
+from oc_repl.private import open_private, touch_private
 from oc_repl.render.human import HumanRenderer
 from oc_repl.render.sanitize import sanitize
 from oc_repl.session import Fanout, Session
@@ -132,10 +133,8 @@ class Shell:
         def _newline(event: Any) -> None:
             event.current_buffer.insert_text("\n")
 
-        path = history_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
         return PromptSession(
-            history=FileHistory(str(path)),
+            history=FileHistory(str(touch_private(history_path()))),  # what was typed is nobody else's
             completer=_SlashCompleter(),
             key_bindings=keys,
             bottom_toolbar=self._toolbar,
@@ -155,7 +154,9 @@ class Shell:
         (the model is told it was declined); Ctrl-C stops the turn like anywhere else."""
         if self.approval != "ask":
             return what
-        self.console.print(Text("approve? ", style="bold yellow") + Text(sanitize(what), style="bold"))
+        from oc_repl.cli.approval import ShowHidden, question
+
+        self.console.print(question(what))
         try:
             answer = ask(self.asker, "[y]es / [n]o / [e]dit / [a]lways › ").strip().lower()
         except EOFError:
@@ -167,7 +168,7 @@ class Shell:
             return what
         if answer in ("e", "edit"):
             try:
-                return ask(self.asker, "edit › ", default=what) or None
+                return ask(self.asker, "edit › ", default=what, input_processors=[ShowHidden()]) or None
             except EOFError:
                 return None
         return None
@@ -306,7 +307,8 @@ class Shell:
             raise UsageError("/save needs a path")
         try:
             target = Path(shlex.split(arg)[0]).expanduser()
-            shutil.copyfile(self.transcript.path, target)
+            with self.transcript.path.open("rb") as source, open_private(target, "wb") as copy:
+                shutil.copyfileobj(source, copy)
         except (ValueError, OSError) as exc:
             raise UsageError(f"cannot save the transcript to {arg}: {exc}") from exc
         self.console.print(Text(f"saved to {target}", style="dim"))

@@ -45,6 +45,8 @@ from oc_repl.config import RunSettings, validate
 from oc_repl.errors import OcReplError, SandboxError
 from oc_repl.integrations.harbor_record import CHECKPOINTS, RunRecord, trajectory
 from oc_repl.outcome import Status
+from oc_repl.private import write_atomic
+from oc_repl.redact import Redactor, redactor
 from oc_repl.sandbox.harbor_env import HarborSandbox, LoopBridge
 from oc_repl.session import Fanout, Session, TaskResult
 from oc_repl.transcript import TranscriptWriter
@@ -152,7 +154,8 @@ class OcRepl(BaseAgent):
         logs.mkdir(parents=True, exist_ok=True)
         loop = asyncio.get_running_loop()
         bridge = LoopBridge(loop)
-        record = RunRecord(on_turn=lambda: loop.call_soon_threadsafe(_fill, context, record))
+        redact = redactor(settings.api_key)  # the transcript's own: every record of the trial redacts alike
+        record = RunRecord(on_turn=lambda: loop.call_soon_threadsafe(_fill, context, record, redact))
         try:
             sandbox = await HarborSandbox.open(environment, bridge, workdir=settings.workdir)
         except SandboxError as exc:
@@ -179,21 +182,21 @@ class OcRepl(BaseAgent):
                 await sandbox.aclose()
                 outcome = None
         finally:
-            _fill(context, record)
-            self._write_trajectory(logs, record)
+            _fill(context, record, redact)
+            self._write_trajectory(logs, record, redact)
         if stopped is not None:
             raise stopped
         _raise_for(outcome, record)
 
-    def _write_trajectory(self, logs: Path, record: RunRecord) -> None:
+    def _write_trajectory(self, logs: Path, record: RunRecord, redact: Redactor) -> None:
         try:
             found = trajectory(record, self.session_id or "oc-repl", __version__)
         except ValidationError as exc:  # a summary that does not fit ATIF must not cost the trial
             self.logger.warning("no trajectory.json: %s", exc)
             return
         if found is not None:
-            text = json.dumps(found.to_json_dict(), indent=2, ensure_ascii=False)
-            (logs / "trajectory.json").write_text(text, encoding="utf-8")
+            text = json.dumps(redact.data(found.to_json_dict()), indent=2, ensure_ascii=False)
+            write_atomic(logs / "trajectory.json", text)
 
 
 def _work(
@@ -235,11 +238,11 @@ def _settle(done: asyncio.Future[Any], outcome: Any) -> None:
         done.set_result(outcome)
 
 
-def _fill(context: AgentContext, record: RunRecord) -> None:
+def _fill(context: AgentContext, record: RunRecord, redact: Redactor) -> None:
     """Harbor's agent context, as the run has gone so far (kept as it is if Harbor stops the agent)."""
     context.n_input_tokens = record.input_tokens
     context.n_output_tokens = record.output_tokens
-    context.metadata = record.metadata()
+    context.metadata = redact.data(record.metadata())
 
 
 def _raise_for(outcome: TaskResult | BaseException | None, record: RunRecord) -> None:

@@ -290,7 +290,8 @@ class CamelProtocol:
             item = CommandExecution(id=item_id, tool=call.name, command=command, aggregated_output=result)
             item.status = "failed"
         else:
-            shown = result.command if result.command and call.name == "shell_exec" else command
+            ran = call.name in ("shell_exec", "shell_write_to_process")  # as it ran, after the person edited it
+            shown = result.command if result.command and ran else command
             item = CommandExecution(
                 id=item_id,
                 tool=call.name,

@@ -202,7 +202,8 @@ class CamelTerminalTools:
 
     def shell_write_content_to_file(self, content: Any, file_path: Any) -> ToolResult:
         size = len(content) if isinstance(content, str) else 0
-        if self._approve(f"write {size} characters to {file_path}") is None:
+        asked = f"write {size} characters to {file_path}"
+        if self._approve(asked) != asked:  # refused, or edited: a write cannot be edited into another one
             text = self.notices.render("declined", name="shell_write_content_to_file")
             return ToolResult(text, "declined", path=str(file_path))
         return self._walled("shell_write_content_to_file", lambda: write_content(self, content, file_path))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
-from oc_repl.render.sanitize import fold, sanitize
+from oc_repl.render.sanitize import fold, one_line, sanitize
 
 if TYPE_CHECKING:  # imported where first drawn: a one-shot run's header does not wait for them
     from rich.live import Live
@@ -77,7 +77,7 @@ class HumanRenderer:
     def on_thread_started(self, e: Any) -> None:
         where = f" · cwd {e.workdir}" if getattr(e, "workdir", "") else ""
         header = f"oc-repl · {e.model} · {e.protocol} · {e.sandbox}{where}"
-        self.console.print(Text(header, style="bold"), soft_wrap=True)
+        self.console.print(Text(sanitize(header), style="bold"), soft_wrap=True)
         if e.task:
             self.console.print(Text(f"task: {sanitize(e.task)}", style="bold cyan"), soft_wrap=True)
 
@@ -97,7 +97,9 @@ class HumanRenderer:
     def on_item_started(self, e: Any) -> None:
         item = e.item
         if item.type == "command_execution":
-            self.console.print(Text(f"▶ {item.tool}  ", style="cyan") + Text(sanitize(item.command), style="bold"))
+            self.console.print(
+                Text(f"▶ {sanitize(item.tool)}  ", style="cyan") + Text(sanitize(item.command), style="bold")
+            )
 
     def on_item_completed(self, e: Any) -> None:
         item = e.item
@@ -114,7 +116,7 @@ class HumanRenderer:
 
             style = {"completed": "green", "timed_out": "yellow", "declined": "yellow"}.get(item.status, "red")
             body = Text(fold(sanitize(item.aggregated_output).rstrip()) or "(no output)", style="default")
-            title = Text(f"{item.tool}: {sanitize(item.command)[:100]}")
+            title = Text(f"{sanitize(item.tool)}: {one_line(item.command)[:100]}")
             self.console.print(Panel(body, title=title, title_align="left", border_style=style, expand=False))
         elif item.type == "file_change":
             for change in item.changes:
@@ -129,7 +131,7 @@ class HumanRenderer:
         if e.tokens_per_s:
             parts.append(f"{e.tokens_per_s:.0f} tok/s")
         if e.truncated:
-            parts.append(f"truncated ({e.finish_reason})")
+            parts.append(f"truncated ({sanitize(e.finish_reason)})")
         self.console.print(Text(" · ".join(parts), style="dim"))
 
     def on_verify_completed(self, e: Any) -> None:
@@ -146,9 +148,9 @@ class HumanRenderer:
             self.console.print()  # the terminal echoed ^C where the cursor was: start a line of our own
         style = "green" if e.exit_code == 0 else "red"
         calls = f" · tool calls {e.tool_calls_native} native / {e.tool_calls_salvaged} salvaged"
-        self.console.print(Text(f"■ {e.status} · exit {e.exit_code} · {e.turns} turns{calls}", style=style))
+        self.console.print(Text(f"■ {sanitize(e.status)} · exit {e.exit_code} · {e.turns} turns{calls}", style=style))
         if e.kept_container:
-            self.console.print(Text(f"kept container {e.kept_container}", style="bold"))
+            self.console.print(Text(f"kept container {sanitize(e.kept_container)}", style="bold"))
 
     def on_error(self, e: Any) -> None:
         label = "retrying" if e.retrying else "error"
