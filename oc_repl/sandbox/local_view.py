@@ -69,7 +69,8 @@ def _host_sockets(skip: list[Path]) -> list[str]:
     for line in lines:
         fields = line.split(None, 7)
         if len(fields) == 8 and fields[7].startswith("/"):
-            path = Path(os.path.normpath(fields[7]))
+            # where it is, not how it was named when bound (/var/run/x is /run/x)
+            path = Path(os.path.realpath(os.path.dirname(fields[7]))) / os.path.basename(fields[7])
             if not _inside(path, skip):
                 found.add(path)
     sockets = []
