@@ -48,6 +48,7 @@ class RunSettings:
     sandbox: str = "local:."
     confine: bool = True  # local: bubblewrap around every command (host read-only, no network)
     network: bool = False  # local: the network for a confined sandbox
+    writable_vcs: bool = False  # local: .git, .hg and .svn of the sandbox directory writable when confined
     workdir: str | None = None
     docker_network: str | None = None
     keep: bool = False

@@ -111,7 +111,7 @@ def _sandbox_options(settings: RunSettings) -> dict[str, Any]:
         return options
     if settings.sandbox.startswith("docker:"):
         return {"workdir": settings.workdir}
-    return {"confine": settings.confine, "network": settings.network}
+    return {"confine": settings.confine, "network": settings.network, "writable_vcs": settings.writable_vcs}
 
 
 def command_verifier(settings: RunSettings) -> Verifier | None:

@@ -293,14 +293,18 @@ def test_open_sandbox_specs(tmp_path: Path):
             open_sandbox(spec)
 
 
-def test_commands_do_not_see_the_clients_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+@pytest.mark.parametrize("confined", MODES)
+def test_commands_do_not_see_the_clients_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, confined: bool):
+    """Unconfined, the environment minus what looks secret; confined, an allow-list (a setting is not passed on)."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-value")
     monkeypatch.setenv("HF_TOKEN", "hf-secret-value")
     monkeypatch.setenv("OC_REPL_VISIBLE_CHECK", "x")
     monkeypatch.setenv("PLAIN_SETTING", "kept")
-    box = LocalSandbox(tmp_path, confine=CONFINE_OK)
+    monkeypatch.setenv("LC_TIME", "C")
+    box = LocalSandbox(tmp_path / "box", confine=confined)
     try:
         out = box.exec("env", timeout=10).output.decode()
     finally:
         box.close()
-    assert "secret-value" not in out and "PLAIN_SETTING=kept" in out
+    assert "secret-value" not in out and "OC_REPL_VISIBLE_CHECK" not in out and "LC_TIME=C" in out
+    assert ("PLAIN_SETTING=kept" in out) is not confined

@@ -62,7 +62,7 @@ def quickstart(tmp_path: Path, server_url: str, home: Path, **env: str) -> subpr
         ),
     ],
 )
-def test_11_2_the_quick_start_never_writes_outside_its_sandbox(where, serve, tmp_path, outside_home, request):
+def test_the_quick_start_never_writes_outside_its_sandbox(where, serve, tmp_path, outside_home, request):
     if where == "docker":
         request.getfixturevalue("docker_up")
     probe = f"oc-repl-probe-{uuid.uuid4().hex[:12]}"
@@ -95,9 +95,9 @@ def test_11_2_the_quick_start_never_writes_outside_its_sandbox(where, serve, tmp
     items = [e["item"] for e in read_jsonl(transcript) if e["type"] == "item.completed"]
     touched = next(i for i in items if i["type"] == "command_execution")
     written = [i for i in items if i["type"] == "file_change"]
-    if where == "local":  # refused on this host, and the model is told so
+    if where == "local":  # / is refused on this host, and the model is told so; $HOME is an empty one of its own
         assert "Read-only file system" in touched["aggregated_output"] and "touched 1" in touched["aggregated_output"]
-        assert [w["status"] for w in written] == ["failed", "completed"]
+        assert [w["status"] for w in written] == ["completed", "completed"]
     else:  # in a container the writes land in the container's own / and $HOME, which end with it
         assert "touched 0" in touched["aggregated_output"]
         assert [w["status"] for w in written] == ["completed", "completed"]

@@ -56,6 +56,12 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             "private /tmp writable, no network (default on).",
         ),
         click.option("--network", is_flag=True, default=None, help="local: let confined commands use the network."),
+        click.option(
+            "--writable-vcs",
+            is_flag=True,
+            default=None,
+            help="local: let confined commands write the sandbox directory's .git, .hg and .svn (read-only otherwise).",
+        ),
         click.option("--workdir", help="Working directory in a docker sandbox (default /workspace, as trained)."),
         click.option("--docker-network", help="Network of a created container (default: none without a bridge)."),
         click.option("--keep", is_flag=True, default=None, help="Keep a created container and print its name."),

@@ -1,19 +1,19 @@
 """The local driver: commands run on this machine, under a directory of the user's choosing.
 
-Confined (the default; see confine.py), a command sees the host read-only, can write only the sandbox directory and a
-private /tmp (a fresh host directory, removed at close), has no network unless `network=True`, and runs in a pid
-namespace that dies with the sandbox. Unconfined (`confine=False`), a command can do whatever the user running
-oc-repl can do, network included.
+Confined (the default; see confine.py and local_view.py), the sandbox sees the host read-only with what it shares
+hidden, can write only its directory and a private /tmp, has no network unless `network=True`, holds no capability,
+and lives in namespaces of its own that die with it. Every command and every file operation (`write_file`,
+`read_file`, `put`) happens inside, through the sandbox's first process, so a file operation reaches exactly what a
+command would reach by the same path, with the same permissions: the kernel, not a check made beforehand, decides.
+Relative paths are taken against the sandbox directory.
 
-Files (`write_file`, `read_file`, `put`) are handled by this process, at the place a command would reach by the same
-path; relative paths are taken against the sandbox directory. Confined, /tmp means the private /tmp and every path
-that does not end up in the sandbox directory or the private /tmp is refused, whether it gets out by name, by `..` or
-through a symbolic link (`..` counts before links, as a shell's `cd` counts it); the check is made as the file is
-opened, so only a process swapping a directory for a link at that very moment could still redirect it. Unconfined,
-any path is allowed, as it would be to a command.
+Unconfined (`confine=False`), a command can do whatever the user running oc-repl can do, network included, and files
+are handled by this process. Every process a command starts then carries a mark (local_marks.py): close() kills them
+all, those that left their session (`setsid daemon &`) included, and a new sandbox first ends what a SIGKILLed earlier
+client left running.
 
-Every process a command starts carries a mark (local_marks.py): close() kills them all, those that left their session
-(`setsid daemon &`) included, and a new sandbox first ends what a SIGKILLed earlier client left running.
+Either way a directory that would expose the host (`/`, the home directory or one holding it, a system directory)
+is refused.
 """
 
 from __future__ import annotations
@@ -22,24 +22,29 @@ import atexit
 import os
 import re
 import shutil
+import stat
 import threading
 from pathlib import Path
 from typing import Any
 
 from oc_repl.errors import SandboxError, SandboxLost
-from oc_repl.sandbox import local_marks
-from oc_repl.sandbox.confine import Confinement, sweep_private_tmps
-from oc_repl.sandbox.local_process import EXIT_GRACE, LocalProcess, bash_argv, scan_proc
-from oc_repl.types import ExecResult
+from oc_repl.sandbox import local_marks, local_view
+from oc_repl.sandbox.confine import Confinement
+from oc_repl.sandbox.init_channel import ConfinedProcess
+from oc_repl.sandbox.limits import DEFAULT as DEFAULT_LIMITS
+from oc_repl.sandbox.limits import Limits
+from oc_repl.sandbox.local_process import EXIT_GRACE, CapturedProcess, LocalProcess, bash_argv, scan_proc
+from oc_repl.types import ExecResult, Leftover
 
 # Letting go of finished processes means a scan of /proc (milliseconds); doing it once per this many commands keeps
 # it off the per-call path while bounding the zombies and file descriptors we hold.
 PRUNE_AT = 32
 _CONFINE_HINT = "install bubblewrap (apt-get install bubblewrap), or run unconfined with --no-confine"
+_CHUNK = 1 << 20
 
 
-# The model's commands inherit this process's environment minus its secrets: the server's API key (and the like)
-# would otherwise be one `env` away, then in the model's history and on the user's screen.
+# Unconfined, the model's commands inherit this process's environment minus its secrets: the server's API key (and
+# the like) would otherwise be one `env` away. Confined, they get an allow-list (local_view.environment).
 _SECRET_NAMES = re.compile(r"(^OPENAI_|^OC_REPL_|_API_KEY$|_TOKEN$|_SECRET$|_PASSWORD$|^AWS_SECRET)", re.I)
 
 
@@ -50,7 +55,16 @@ def host_environment() -> dict[str, str]:
 class LocalSandbox:
     """Runs everything on this machine, confined unless `confine=False` (see the module doc)."""
 
-    def __init__(self, root: Path, output_limit: int = 1 << 20, confine: bool = True, network: bool = False) -> None:
+    def __init__(
+        self,
+        root: Path,
+        output_limit: int = 1 << 20,
+        confine: bool = True,
+        network: bool = False,
+        writable_vcs: bool = False,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> None:
+        local_view.refuse_exposing(Path(root).expanduser())
         self.root = Path(root).expanduser().resolve()
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -61,17 +75,17 @@ class LocalSandbox:
         self.output_limit = output_limit
         self.confined = confine
         self.network = network or not confine
-        self._procs: list[LocalProcess] = []
+        self._procs: list[CapturedProcess] = []
         self._lock = threading.Lock()
         self._mark = local_marks.new_mark()
-        local_marks.sweep()
-        sweep_private_tmps()
         self._confinement: Confinement | None = None
         if confine:
             try:
-                self._confinement = Confinement(self.root, network)
+                self._confinement = Confinement(self.root, network, writable_vcs, limits)
             except SandboxError as exc:
                 raise self._unconfinable(exc) from exc
+        else:
+            local_marks.sweep()
         atexit.register(self.close)  # a run that ends without closing its sandbox still ends what the model started
 
     def _unconfinable(self, exc: SandboxError) -> SandboxError:
@@ -89,60 +103,40 @@ class LocalSandbox:
     def from_spec(cls, rest: str, **opts: Any) -> LocalSandbox:
         return cls(Path(rest), **opts)
 
+    def describe(self) -> dict[str, str]:
+        """What holds the sandbox, in words: confinement, network, limits."""
+        if self._confinement is None:
+            return {"confinement": "none: commands run as you, anywhere you can write", "network": "the host's"}
+        self.ready()
+        network = "the host's" if self.network else "none"
+        return {"confinement": "bubblewrap", "network": network, **self._confinement.describe()}
+
     def _path(self, path: str | Path) -> Path:
         path = Path(path)
         return path if path.is_absolute() else self.root / path
 
-    def _place(self, path: str | Path) -> Path:
-        """The host path of the file a command would reach by `path`; refused when confinement forbids it."""
-        target = self._path(path)
-        if self._confinement is None:
-            return target
-        host = self._confinement.host_path(Path(os.path.normpath(target)))
-        if host is not None:
-            real = Path(os.path.realpath(host))
-            if any(real == place or place in real.parents for _inside, place in self._confinement.mounts()):
-                return real
-        raise SandboxError(
-            f"{path} is outside the sandbox directory {self.root} and its /tmp, where this sandbox is confined",
-            hint="a confined local: sandbox reads and writes files only there",
-        )
+    def _channel(self) -> Any:
+        assert self._confinement is not None
+        self.ready()
+        if not self._confinement.alive():
+            raise SandboxLost(f"the confinement of {self.spec} has ended")
+        return self._confinement.channel
 
-    def _start(self, command: str, tty: bool, cwd: str | None, env: dict[str, str] | None) -> LocalProcess:
-        full_env = host_environment()
-        if tty:
-            full_env.update(TERM="xterm", PYTHONUNBUFFERED="1")
-        else:
-            full_env["TERM"] = "dumb"
-            full_env.pop("PYTHONUNBUFFERED", None)
+    def _start(self, command: str, tty: bool, cwd: str | None, env: dict[str, str] | None) -> CapturedProcess:
+        terminal = {"TERM": "xterm", "PYTHONUNBUFFERED": "1"} if tty else {"TERM": "dumb"}
         where = str(self._path(cwd or self.root))
-        prefix: list[str] = []
-        start_in = where
-        openpty = os.openpty
         if self._confinement is not None:
-            self.ready()
-            if not self._confinement.alive():
-                raise SandboxLost(f"the confinement of {self.spec} has ended")
-            # Only /tmp is writable of the usual temporary places: tmux and mktemp must not be sent elsewhere.
-            full_env["TMPDIR"] = "/tmp"
-            full_env.pop("TMUX_TMPDIR", None)
-            host = self._confinement.host_path(Path(os.path.normpath(where)))
-            if not (host or Path(where)).is_dir():
-                raise SandboxError(f"cannot start a command in {where}: no such directory")
-            prefix, start_in, openpty = self._confinement.prefix(where), "/", self._confinement.openpty
-        full_env.update(env or {})
-        full_env[local_marks.MARK] = self._mark
-        with bash_argv(command) as (argv, fds):
-            proc = LocalProcess(
-                [*prefix, *argv],
-                tty=tty,
-                cwd=start_in,
-                env=full_env,
-                limit=self.output_limit,
-                pass_fds=fds,
-                where=where,
-                openpty=openpty,
-            )
+            channel = self._channel()
+            full_env = local_view.environment({**terminal, **(env or {})})
+            with bash_argv(command, first_fd=3) as (argv, fds):
+                proc: CapturedProcess = ConfinedProcess(
+                    channel, argv, tty=tty, cwd=where, env=full_env, limit=self.output_limit, pass_fds=fds
+                )
+        else:
+            full_env = {k: v for k, v in host_environment().items() if k != "PYTHONUNBUFFERED"}
+            full_env.update({**terminal, **(env or {}), local_marks.MARK: self._mark})
+            with bash_argv(command) as (argv, fds):
+                proc = LocalProcess(argv, tty=tty, cwd=where, env=full_env, limit=self.output_limit, pass_fds=fds)
         with self._lock:
             if len(self._procs) >= PRUNE_AT:
                 self._prune()
@@ -154,9 +148,11 @@ class LocalSandbox:
         done = [p for p in self._procs if p.finished()]
         if not done:
             return
-        scan = scan_proc()
-        # a finished leader is a zombie, so it is not in the scan: any match is a live process it left behind
-        in_use = set() if scan is None else {i for _pid, group, session in scan for i in (group, session)}
+        in_use: set[int] = set()
+        if self._confinement is None:
+            scan = scan_proc()
+            # a finished leader is a zombie, so it is not in the scan: any match is a live process it left behind
+            in_use = set() if scan is None else {i for _pid, group, session in scan for i in (group, session)}
         for proc in done:
             if proc.pid not in in_use:
                 proc.release()
@@ -181,52 +177,104 @@ class LocalSandbox:
 
     def spawn(
         self, command: str, tty: bool = True, cwd: str | None = None, env: dict[str, str] | None = None
-    ) -> LocalProcess:
+    ) -> CapturedProcess:
         return self._start(command, tty=tty, cwd=cwd, env=env)
 
-    def write_file(self, path: str, data: bytes) -> None:
-        target = self._place(path)
+    # --- files: opened inside the confinement when there is one ------------------------------------------------
+
+    def _open(self, path: str | Path, write: bool, parents: bool = False) -> int:
+        target = str(self._path(path))
+        if self._confinement is None:
+            if write and parents:
+                Path(target).parent.mkdir(parents=True, exist_ok=True)
+            flags = os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC
+            flags |= (os.O_WRONLY | os.O_CREAT | os.O_TRUNC) if write else os.O_RDONLY
+            fd = os.open(target, flags, 0o666)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise SandboxError(f"{path} is not a regular file")
+            os.set_blocking(fd, True)
+            return fd
+        _answer, fds = self._channel().request("open", path=target, write=write, parents=parents)
+        return fds[0]
+
+    def _kind(self, path: str | Path) -> str:
+        target = str(self._path(path))
+        if self._confinement is not None:
+            return self._channel().request("kind", path=target)[0]["kind"]
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with os.fdopen(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | self._no_link, 0o666), "wb") as f:
+            mode = os.stat(target).st_mode
+        except FileNotFoundError:
+            return "none"
+        return "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
+
+    def _mkdir(self, path: str | Path) -> None:
+        if self._confinement is not None:
+            self._channel().request("mkdir", path=str(self._path(path)))
+        else:
+            Path(self._path(path)).mkdir(parents=True, exist_ok=True)
+
+    def write_file(self, path: str, data: bytes) -> None:
+        try:
+            fd = self._open(path, write=True, parents=True)
+            with os.fdopen(fd, "wb") as f:
                 f.write(data)
-        except OSError as exc:
-            raise SandboxError(f"cannot write {path}: {exc}") from exc
+        except SandboxError as exc:
+            raise SandboxError(f"cannot write {path}: {exc.message}") from exc
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+            raise SandboxError(f"cannot write {path}: {getattr(exc, 'strerror', None) or exc}") from exc
 
     def read_file(self, path: str) -> bytes:
-        target = self._place(path)
         try:
-            with os.fdopen(os.open(target, os.O_RDONLY | self._no_link), "rb") as f:
+            with os.fdopen(self._open(path, write=False), "rb") as f:
                 return f.read()
-        except OSError as exc:
-            raise SandboxError(f"cannot read {path}: {exc}") from exc
-
-    @property
-    def _no_link(self) -> int:
-        """Confined, the checked path holds no link: one found at open time was swapped in since, so it is refused."""
-        return os.O_NOFOLLOW if self._confinement is not None else 0
+        except SandboxError as exc:
+            raise SandboxError(f"cannot read {path}: {exc.message}") from exc
+        except (OSError, ValueError) as exc:
+            raise SandboxError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from exc
 
     def put(self, src: Path, dest: str) -> None:
-        """Copy a directory's contents into `dest`, or a file to `dest` (into it when `dest` is a directory).
-
-        Every directory and file is placed on its own, so a link inside `dest` cannot take the copy elsewhere.
-        """
+        """Copy a directory's contents into `dest`, or a file to `dest` (into it when `dest` is a directory)."""
         src = Path(src)
         try:
             if not src.is_dir():
-                target = self._place(dest)
-                if target.is_dir():
-                    target = self._place(Path(self._path(dest), src.name))
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(src, target)
+                target = self._path(dest)
+                if self._kind(target) == "dir":
+                    target = target / src.name
+                self._copy(src, target)
                 return
             for folder, _dirs, files in os.walk(src, followlinks=True):
                 inside = self._path(dest) / Path(folder).relative_to(src)
-                self._place(inside).mkdir(parents=True, exist_ok=True)
+                self._mkdir(inside)
                 for name in files:
-                    shutil.copy2(Path(folder, name), self._place(inside / name))
-        except OSError as exc:
-            raise SandboxError(f"cannot copy {src} to {dest}: {exc}") from exc
+                    self._copy(Path(folder, name), inside / name)
+        except (OSError, SandboxError) as exc:
+            why = exc.message if isinstance(exc, SandboxError) else exc.strerror or exc
+            raise SandboxError(f"cannot copy {src} to {dest}: {why}") from exc
+
+    def _copy(self, src: Path, target: Path) -> None:
+        with open(src, "rb") as source, os.fdopen(self._open(target, write=True, parents=True), "wb") as out:
+            shutil.copyfileobj(source, out, _CHUNK)
+            os.fchmod(out.fileno(), stat.S_IMODE(os.fstat(source.fileno()).st_mode))
+
+    # --- the end ----------------------------------------------------------------------------------------------
+
+    def stop_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
+        """Kill every process of the sandbox; the ones not in `keep` are reported."""
+        with self._lock:
+            procs, self._procs = self._procs, []
+        if self._confinement is None:
+            found = [Leftover(pid=pid, command=command) for pid, command in local_marks.marked(self._mark)]
+            local_marks.kill_marked(self._mark)
+        else:
+            answer, _ = self._channel().request("stop", keep=sorted(keep))
+            found = [
+                Leftover(pid=int(d["pid"]), command=str(d["command"]), cwd=str(d["cwd"]), files=list(d["files"]))
+                for d in answer.get("found", [])
+            ]
+        for proc in procs:
+            proc.kill()
+        return found
 
     def close(self) -> None:
         """Kill every process still running, wherever it went, and end the confinement."""
@@ -236,7 +284,8 @@ class LocalSandbox:
         # Everything goes before the processes are let go: a survivor would hold their output open meanwhile.
         if self._confinement is not None:
             self._confinement.close()
-        local_marks.kill_marked(self._mark)
+        else:
+            local_marks.kill_marked(self._mark)
         for proc in procs:
             proc.kill()
 

@@ -109,6 +109,17 @@ def _kill_where(wanted: Callable[[str], bool], others: bool = True) -> int:
     return found
 
 
+def marked(mark: str) -> list[tuple[int, str]]:
+    """(pid, command line) of every live process carrying `mark`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and _mark_of(int(name)) == mark:
+            with suppress(OSError):
+                command = Path("/proc", name, "cmdline").read_bytes().rstrip(b"\0").replace(b"\0", b" ")
+                found.append((int(name), command.decode(errors="replace")))
+    return found
+
+
 def kill_marked(mark: str) -> None:
     """Kill every process carrying `mark`, again while some still appear (a process may fork as it is killed)."""
     if not Path("/proc/self/environ").exists():

@@ -17,7 +17,7 @@ import tempfile
 import termios
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -37,8 +37,9 @@ LONG_COMMAND = 64 * 1024
 
 
 @contextmanager
-def bash_argv(command: str) -> Iterator[tuple[list[bytes], tuple[int, ...]]]:
-    """The argv running `command` and the file descriptors it needs, for as long as the context lasts."""
+def bash_argv(command: str, first_fd: int | None = None) -> Iterator[tuple[list[bytes], tuple[int, ...]]]:
+    """The argv running `command` and the file descriptors it needs, for as long as the context lasts. `first_fd`:
+    the number the command will find the first of them under (the same number as here unless given)."""
     data = command_bytes(command)
     if len(data) < LONG_COMMAND:
         yield [b"bash", b"-c", data], ()
@@ -48,7 +49,8 @@ def bash_argv(command: str) -> Iterator[tuple[list[bytes], tuple[int, ...]]]:
         script.flush()
         script.seek(0)
         fd = script.fileno()
-        yield [b"bash", b"-c", f'eval "$(cat <&{fd})" {fd}<&-'.encode()], (fd,)
+        seen = fd if first_fd is None else first_fd
+        yield [b"bash", b"-c", f'eval "$(cat <&{seen})" {seen}<&-'.encode()], (fd,)
 
 
 def _take_terminal() -> None:
@@ -93,76 +95,25 @@ def _kill_tree(leader: int) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
-class LocalProcess:
-    """A process on this machine (`argv`, from `bash_argv`, maybe run through confinement), its output drained into
-    a capped buffer. `cwd` is where the process starts on the host, `where` how errors name it, `openpty` where its
-    terminal comes from."""
+class CapturedProcess:
+    """A process whose output (a pipe, or the master side of its terminal) is drained into a capped buffer. How it
+    was started, how its end is learnt and how it is killed belong to the subclass (`_poll_exit`, `kill`, `release`).
+    """
 
-    def __init__(
-        self,
-        argv: list[bytes | str],
-        *,
-        tty: bool,
-        cwd: str,
-        env: dict[str, str],
-        limit: int,
-        pass_fds: tuple[int, ...] = (),
-        where: str = "",
-        openpty: Callable[[], tuple[int, int]] = os.openpty,
-    ) -> None:
+    def __init__(self, pid: int, read_fd: int, tty: bool, limit: int) -> None:
+        self.pid = pid
         self.tty = tty
         self._buffer = CappedBuffer(limit)
         self._returncode: int | None = None
         self._exited_at = 0.0
-        self._reaped = False
-        self._lock = threading.Lock()
-        if tty:
-            try:
-                read_fd, child_fd = openpty()
-            except OSError as exc:
-                raise SandboxError(f"cannot open a terminal for a command in {where or cwd}: {exc}") from exc
-            fcntl.ioctl(child_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-            streams = {"stdin": child_fd, "stdout": child_fd, "stderr": child_fd, "preexec_fn": _take_terminal}
-        else:
-            read_fd, child_fd = os.pipe()
-            # no input at all: a command waiting for stdin sees end of file instead of hanging until its timeout
-            streams = {"stdin": subprocess.DEVNULL, "stdout": child_fd, "stderr": subprocess.STDOUT}
-        try:
-            self._popen = subprocess.Popen(argv, cwd=cwd, env=env, start_new_session=True, pass_fds=pass_fds, **streams)
-        except (OSError, ValueError) as exc:  # ValueError: a NUL byte, or text that has no bytes
-            os.close(read_fd)
-            raise SandboxError(f"cannot start a command in {where or cwd}: {exc}") from exc
-        finally:
-            os.close(child_fd)
-        self.pid = self._popen.pid
-        self._fd = read_fd
+        self._fd: int | None = read_fd
         self._input_fd = read_fd if tty else None
-        self._pidfd = os.pidfd_open(self.pid) if hasattr(os, "pidfd_open") else None
-        self._reader = OutputReader(lambda: os.read(read_fd, _CHUNK), self._buffer, name=f"oc-repl-output-{self.pid}")
+        self._lock = threading.Lock()
+        self._reader = OutputReader(lambda: os.read(read_fd, _CHUNK), self._buffer, name=f"oc-repl-output-{pid}")
 
     def _poll_exit(self, timeout: float) -> bool:
-        """True once the process has exited; it is not reaped here (see the module doc)."""
-        if self._returncode is not None:
-            return True
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            except ChildProcessError:  # reaped already
-                info = None
-                self._returncode = self._popen.returncode if self._popen.returncode is not None else -1
-            if info is not None:
-                self._returncode = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-            if self._returncode is not None:
-                self._exited_at = time.monotonic()
-                return True
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            if self._pidfd is not None:
-                select.select([self._pidfd], [], [], remaining)  # readable as soon as the process exits
-            else:
-                time.sleep(min(remaining, 0.02))
+        """True once the process has exited (setting `_returncode` and `_exited_at`)."""
+        raise NotImplementedError
 
     def wait(self, timeout: float) -> bool:
         """True once the process has exited and its output is drained (see EXIT_GRACE)."""
@@ -189,29 +140,11 @@ class LocalProcess:
         except OSError as exc:
             raise SandboxError(f"cannot write to process {self.pid}: {exc}") from exc
 
-    def kill(self) -> None:
-        """SIGKILL everything the command started, then let go of the process."""
-        with self._lock:
-            if self._reaped:
-                return
-            _kill_tree(self.pid)
-        self.release()
-
     def finished(self) -> bool:
         """Exited, and nothing holds its output open any more."""
         return self._poll_exit(0) and self._reader.done
 
-    def release(self) -> None:
-        """Reap the process; from here on its ids are no longer ours to signal."""
-        with self._lock:
-            if not self._reaped:
-                with suppress(subprocess.TimeoutExpired):
-                    self._popen.wait(timeout=5)
-                self._poll_exit(0)
-                self._reaped = True
-                if self._pidfd is not None:
-                    os.close(self._pidfd)
-                    self._pidfd = None
+    def _close_output(self) -> None:
         # Closing the fd under a reader still blocked in read() would let a reused fd number be read from.
         if self._reader.join(0.5) and self._fd is not None:
             os.close(self._fd)
@@ -225,3 +158,85 @@ class LocalProcess:
     @property
     def dropped(self) -> int:
         return self._buffer.dropped
+
+
+class LocalProcess(CapturedProcess):
+    """A process on this machine, unconfined (`argv` from `bash_argv`), started by this process itself: its end is
+    learnt from the kernel, and it is left unreaped until released (see the module doc)."""
+
+    def __init__(
+        self,
+        argv: list[bytes | str],
+        *,
+        tty: bool,
+        cwd: str,
+        env: dict[str, str],
+        limit: int,
+        pass_fds: tuple[int, ...] = (),
+    ) -> None:
+        self._reaped = False
+        if tty:
+            try:
+                read_fd, child_fd = os.openpty()
+            except OSError as exc:
+                raise SandboxError(f"cannot open a terminal for a command in {cwd}: {exc}") from exc
+            fcntl.ioctl(child_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+            streams = {"stdin": child_fd, "stdout": child_fd, "stderr": child_fd, "preexec_fn": _take_terminal}
+        else:
+            read_fd, child_fd = os.pipe()
+            # no input at all: a command waiting for stdin sees end of file instead of hanging until its timeout
+            streams = {"stdin": subprocess.DEVNULL, "stdout": child_fd, "stderr": subprocess.STDOUT}
+        try:
+            self._popen = subprocess.Popen(argv, cwd=cwd, env=env, start_new_session=True, pass_fds=pass_fds, **streams)
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte, or text that has no bytes
+            os.close(read_fd)
+            raise SandboxError(f"cannot start a command in {cwd}: {exc}") from exc
+        finally:
+            os.close(child_fd)
+        self._pidfd = os.pidfd_open(self._popen.pid) if hasattr(os, "pidfd_open") else None
+        super().__init__(self._popen.pid, read_fd, tty, limit)
+
+    def _poll_exit(self, timeout: float) -> bool:
+        """True once the process has exited; it is not reaped here (see the module doc)."""
+        if self._returncode is not None:
+            return True
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:  # reaped already
+                info = None
+                self._returncode = self._popen.returncode if self._popen.returncode is not None else -1
+            if info is not None:
+                self._returncode = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+            if self._returncode is not None:
+                self._exited_at = time.monotonic()
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            if self._pidfd is not None:
+                select.select([self._pidfd], [], [], remaining)  # readable as soon as the process exits
+            else:
+                time.sleep(min(remaining, 0.02))
+
+    def kill(self) -> None:
+        """SIGKILL everything the command started, then let go of the process."""
+        with self._lock:
+            if self._reaped:
+                return
+            _kill_tree(self.pid)
+        self.release()
+
+    def release(self) -> None:
+        """Reap the process; from here on its ids are no longer ours to signal."""
+        with self._lock:
+            if not self._reaped:
+                with suppress(subprocess.TimeoutExpired):
+                    self._popen.wait(timeout=5)
+                self._poll_exit(0)
+                self._reaped = True
+                if self._pidfd is not None:
+                    os.close(self._pidfd)
+                    self._pidfd = None
+        self._close_output()

@@ -1,0 +1,165 @@
+"""What a confined local sandbox sees of this machine: its mounts, what is hidden, and its environment.
+
+The host is read-only, and what it shares is hidden rather than only made read-only (a read-only bind does not stop
+`connect()` on a socket, nor a read of a secret): the temporary and runtime directories (/tmp, /var/tmp, /run and what
+/var/run names), every home (/home, /root, and $HOME wherever it is) are empty in-memory directories of the sandbox's
+own, every unix socket bound on the host when the sandbox starts is covered by /dev/null, and for a sandbox run by
+root, what in /etc others may not read (/etc/shadow, private keys) is hidden too. The sandbox directory is
+the one writable place of the host, its version-control directories read-only unless asked for. /proc/sys and /sys
+are read-only whoever runs oc-repl, so no kernel setting can be written. The environment is an allow-list.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import stat
+import sys
+from pathlib import Path
+
+from oc_repl.errors import ConfinementUnavailable, UsageError
+
+HIDDEN = ("/tmp", "/var/tmp", "/run", "/var/run", "/home", "/root")
+VCS_DIRS = (".git", ".hg", ".svn")
+# A sandbox directory may be none of these, nor lie in one (`/var` itself, but not what is under it, such as /var/tmp).
+SYSTEM_DIRS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin", "/sys")
+SYSTEM_DIRS += ("/usr",)
+SYSTEM_TOPS = ("/var", "/opt", "/srv", "/mnt", "/media")
+# Passed on from this process; everything else is left behind.
+ALLOWED_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "COLORTERM", "NO_COLOR")
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def home() -> Path:
+    """The home this process's user works in: $HOME when set, else the password database's."""
+    named = os.environ.get("HOME") or pwd.getpwuid(os.geteuid()).pw_dir
+    return Path(os.path.realpath(named))
+
+
+def refuse_exposing(root: Path) -> None:
+    """A UsageError for a sandbox directory that would make the host's own places writable."""
+    real = Path(os.path.realpath(root))
+    user_home = home()
+    why = ""
+    if real == Path("/"):
+        why = "it is the root of this machine"
+    elif real == user_home or real in user_home.parents:
+        why = "it is your home directory" if real == user_home else f"it holds your home directory {user_home}"
+    elif str(real) in SYSTEM_TOPS or any(real == Path(d) or Path(d) in real.parents for d in SYSTEM_DIRS):
+        why = "it is a system directory"
+    if why:
+        raise UsageError(
+            f"refusing local:{root} as a sandbox directory: {why}, and the model could write anything in it",
+            hint="give a directory of its own to the sandbox, e.g. local:./work (created if missing)",
+        )
+
+
+def _inside(path: Path, places: list[Path]) -> bool:
+    return any(path == place or place in path.parents for place in places)
+
+
+def _host_sockets(skip: list[Path]) -> list[str]:
+    """Every unix socket bound to a path on the host now (its network namespace's), outside the `skip` places."""
+    try:
+        lines = Path("/proc/net/unix").read_text(errors="replace").splitlines()[1:]
+    except OSError:
+        return []
+    found = set()
+    for line in lines:
+        fields = line.split(None, 7)
+        if len(fields) == 8 and fields[7].startswith("/"):
+            # where it is, not how it was named when bound (/var/run/x is /run/x)
+            path = Path(os.path.realpath(os.path.dirname(fields[7]))) / os.path.basename(fields[7])
+            if not _inside(path, skip):
+                found.add(path)
+    sockets = []
+    for path in sorted(found):
+        try:
+            if stat.S_ISSOCK(os.lstat(path).st_mode):
+                sockets.append(str(path))
+        except OSError:
+            continue  # gone, or in a place this process cannot see into (nor can the sandbox)
+    return sockets
+
+
+def _owner_only(top: Path, depth: int = 2) -> list[str]:
+    """What in `top` (and its subdirectories, `depth` levels down) others may not read: the host's secrets, such as
+    /etc/shadow. Root reads them whatever their mode, so a sandbox run by root gets them hidden."""
+    found = []
+    try:
+        entries = list(os.scandir(top))
+    except OSError:
+        return found
+    for entry in entries:
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+        except OSError:
+            continue
+        if stat.S_ISLNK(mode):
+            continue
+        if not mode & stat.S_IROTH:
+            found += ["--tmpfs", entry.path] if stat.S_ISDIR(mode) else ["--ro-bind", "/dev/null", entry.path]
+        elif stat.S_ISDIR(mode) and depth > 1:
+            found += _owner_only(Path(entry.path), depth - 1)
+    return found
+
+
+def interpreter(hidden: list[Path]) -> tuple[str, list[str]]:
+    """A Python the sandbox's first process can run, and the binds that make it visible inside."""
+    exe = Path(os.path.realpath(sys.executable))
+    if not _inside(exe, hidden):
+        return str(exe), []
+    prefix = Path(os.path.realpath(sys.base_prefix))
+    if exe.is_relative_to(prefix) and not any(prefix == h or prefix in h.parents for h in hidden):
+        return str(exe), ["--ro-bind", str(prefix), str(prefix)]
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"):
+        if Path(candidate).exists() and not _inside(Path(os.path.realpath(candidate)), hidden):
+            return candidate, []
+    raise ConfinementUnavailable(f"no Python the sandbox can run: {exe} lies in a place it hides")
+
+
+def mount_args(root: Path, network: bool, writable_vcs: bool, tmp_mb: int) -> tuple[list[str], str]:
+    """bubblewrap's filesystem arguments for a sandbox in `root`, and the interpreter its first process runs."""
+    user_home = home()
+    hidden = [Path(p) for p in HIDDEN if Path(p).is_dir() and not Path(p).is_symlink()]
+    hidden += [Path(os.path.realpath(p)) for p in HIDDEN if Path(p).is_symlink()]
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    extra = [user_home] + ([Path(os.path.realpath(runtime))] if runtime else [])
+    hidden += [p for p in extra if p != Path("/") and not _inside(p, hidden)]
+    args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
+    for place in sorted(set(hidden), key=lambda p: len(p.parts)):
+        size = ["--size", str(tmp_mb << 20)] if place == Path("/tmp") else []
+        args += [*size, "--tmpfs", str(place)]
+    if user_home != Path("/") and _inside(user_home, hidden):
+        args += ["--dir", str(user_home)]
+    for sock in _host_sockets(skip=[*hidden, root]):
+        args += ["--ro-bind", "/dev/null", sock]
+    if os.geteuid() == 0:
+        args += _owner_only(Path("/etc"))
+    python, binds = interpreter(hidden)
+    args += binds
+    resolv = Path(os.path.realpath("/etc/resolv.conf"))
+    if network and _inside(resolv, hidden) and resolv.is_file():
+        args += ["--ro-bind", str(resolv), str(resolv)]  # name resolution, which the network is asked for
+    args += ["--bind", str(root), str(root)]
+    if not writable_vcs:
+        for name in VCS_DIRS:
+            path = root / name
+            if path.exists() and not path.is_symlink():
+                args += ["--ro-bind", str(path), str(path)]
+    return args, python
+
+
+def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of the model's commands: an allow-list of this process's, and the sandbox's own."""
+    env = {k: v for k, v in os.environ.items() if k in ALLOWED_ENV or k.startswith("LC_")}
+    env.setdefault("PATH", DEFAULT_PATH)
+    try:
+        user = pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        user = str(os.geteuid())
+    shell = shutil.which("bash", path=DEFAULT_PATH) or "/bin/sh"
+    env.update(HOME=str(home()), USER=user, LOGNAME=user, SHELL=shell, TMPDIR="/tmp")
+    env.update(extra or {})
+    return env
