@@ -25,11 +25,12 @@ from typing import Any
 
 from oc_repl.errors import Deadline, SandboxError, SandboxLost
 from oc_repl.sandbox import harbor_shell as sh
+from oc_repl.sandbox import leftovers
 from oc_repl.sandbox.capture import gap_marker
 from oc_repl.sandbox.docker import DEFAULT_WORKDIR
 from oc_repl.sandbox.docker_exec import kill_recorded
 from oc_repl.sandbox.harbor_bridge import LoopBridge
-from oc_repl.types import ExecResult
+from oc_repl.types import ExecResult, Leftover
 
 POLL_WINDOW = 2.0  # seconds one look may wait in the environment for a command's end
 EXEC_MARGIN = 60  # Harbor's own exec timeout, a backstop over what a script itself waits
@@ -54,8 +55,10 @@ class HarborSandbox:
         image_workdir: str,
         terminal: bool,
         output_limit: int = 1 << 20,
+        baseline: list[str] | None = None,
     ) -> None:
         self.env, self.bridge = environment, bridge
+        self.baseline = baseline or []  # "pid:starttime" of the processes that ran when the sandbox opened
         self.directory = directory
         self.workdir = workdir
         self.image_workdir = image_workdir  # where Harbor's own exec starts: the task's workdir or the image's
@@ -70,7 +73,8 @@ class HarborSandbox:
     ) -> HarborSandbox:
         """Check the environment has what the sandbox runs on and make its directory (on the loop, awaited)."""
         marker, directory, workdir = sh.token(), f"{sh.ROOT}/{sh.token()}", workdir or DEFAULT_WORKDIR
-        result = await environment.exec(sh.setup(directory, workdir, marker), timeout_sec=EXEC_MARGIN)
+        script = f"{sh.setup(directory, workdir, marker)}\n{leftovers.baseline_script(marker + 'b')}"  # and what runs
+        result = await environment.exec(script, timeout_sec=EXEC_MARGIN)
         fields = sh.status(_text(result), marker)
         if fields is None:
             raise SandboxError(f"the environment did not run oc-repl's setup: {_text(result).strip()[-300:]}")
@@ -97,6 +101,7 @@ class HarborSandbox:
             image_workdir=pwd or "/",
             terminal="script" not in missing,
             output_limit=output_limit,
+            baseline=leftovers.parse_baseline(_text(result), marker + "b"),
         )
 
     # --- plumbing ----------------------------------------------------------------------------------------------
@@ -215,6 +220,16 @@ class HarborSandbox:
         except Exception as exc:
             raise SandboxError(f"cannot copy {src} into the environment: {exc}") from exc
 
+    def stop_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
+        """Stop, in one exec, every process in the environment but what ran when the sandbox opened (pid 1 and the
+        environment's own machinery) and what runs this exec."""
+        marker = leftovers.token()
+        found = leftovers.parse(self.run_script(self.stop_script(marker, keep), user="root"), marker)
+        return [left for left in found if not sh.runs_a_command(left.command, self.directory)]
+
+    def stop_script(self, marker: str, keep: frozenset[int] = frozenset()) -> str:
+        return leftovers.script(marker, stop=True, keep=keep, baseline=self.baseline)
+
     def close(self) -> None:
         """Kill whatever every command of this sandbox left running, then remove its directory."""
         with contextlib.suppress(SandboxError):
@@ -224,9 +239,11 @@ class HarborSandbox:
         return sh.close(self.directory, kill_recorded('"$p"'))
 
     async def aclose(self) -> None:
-        """`close` from the loop itself, for when the worker could not be waited for."""
+        """`close` from the loop itself, for when the worker could not be waited for; every process it started is
+        stopped too, so the verifier still runs on a quiet environment."""
         with contextlib.suppress(Exception):
-            await self.env.exec(self.close_script(), timeout_sec=EXEC_MARGIN)
+            script = f"{self.stop_script(leftovers.token())}\n{self.close_script()}"
+            await self.env.exec(script, user="root", timeout_sec=EXEC_MARGIN)
 
 
 def _escapable(text: str) -> bool:
