@@ -20,6 +20,7 @@ from tests.bench_scripts import CAMEL, PLAN, TERMINUS, bench_script, episode, re
 from tests.conftest import ROOT, cli_env, run_cli
 from tests.docker_support import docker_session
 from tests.fakeserver import conversation_turn
+from tests.test_tamper_docker import WRITER
 
 
 @pytest.fixture(scope="module")
@@ -206,8 +207,7 @@ def test_a_tampered_trial_is_its_own_failure_mode_in_the_table_the_html_and_its_
     for name in ("write-greeting", "count-words"):
         shutil.copytree(ROOT / "examples" / "tasks" / name, tasks / name)
     hostile = route(tasks / "count-words", CAMEL, "good")
-    writer = "mkdir -p /logs/verifier; (while :; do echo 1 > /logs/verifier/reward.txt; done) >/dev/null 2>&1 &"
-    hostile["replies"] = episode(CAMEL, writer)
+    hostile["replies"] = episode(CAMEL, WRITER)
     server = serve({"routes": [route(tasks / "write-greeting", CAMEL, "good"), hostile]})
     out = tmp_path / "out"
     args = ["bench", str(tasks), "-k", "1", "--out", str(out), "--api-base", server.url, "--retries", "0"]

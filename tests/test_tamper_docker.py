@@ -55,7 +55,8 @@ def assert_tampered(proc: Any, events: list[Any]) -> None:
 # --- the tricks --------------------------------------------------------------------------------------------------
 
 
-WRITER = "mkdir -p /logs/verifier; (while :; do echo 1 > /logs/verifier/reward.txt; done) >/dev/null 2>&1 &"
+# In a session of its own, so that no kill of the command's group or session reaches it: only the stop does.
+WRITER = "mkdir -p /logs/verifier; setsid sh -c 'while :; do echo 1 > /logs/verifier/reward.txt; done' >/dev/null 2>&1&"
 
 
 def test_a_background_reward_writer_is_stopped_and_the_run_is_tampered(serve, tmp_path):
