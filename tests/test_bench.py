@@ -18,9 +18,8 @@ import pytest
 
 from tests.bench_scripts import CAMEL, PLAN, TERMINUS, bench_script, episode, resolved_per_trial, route
 from tests.conftest import ROOT, cli_env, run_cli
-from tests.docker_support import docker_session
+from tests.docker_support import REWARD_WRITER, docker_session
 from tests.fakeserver import conversation_turn
-from tests.test_tamper_docker import WRITER
 
 
 @pytest.fixture(scope="module")
@@ -207,7 +206,7 @@ def test_a_tampered_trial_is_its_own_failure_mode_in_the_table_the_html_and_its_
     for name in ("write-greeting", "count-words"):
         shutil.copytree(ROOT / "examples" / "tasks" / name, tasks / name)
     hostile = route(tasks / "count-words", CAMEL, "good")
-    hostile["replies"] = episode(CAMEL, WRITER)
+    hostile["replies"] = episode(CAMEL, REWARD_WRITER)
     server = serve({"routes": [route(tasks / "write-greeting", CAMEL, "good"), hostile]})
     out = tmp_path / "out"
     args = ["bench", str(tasks), "-k", "1", "--out", str(out), "--api-base", server.url, "--retries", "0"]

@@ -21,10 +21,9 @@ import pytest
 
 pytest.importorskip("harbor")
 
-from tests.docker_support import docker_session  # noqa: E402
+from tests.docker_support import REWARD_WRITER, docker_session  # noqa: E402
 from tests.fakeserver import call_text  # noqa: E402
 from tests.harbor_support import AGENT, TASK, harbor_run, trial_results  # noqa: E402
-from tests.test_tamper_docker import WRITER  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 MODEL = "openai/qwen3-8b-oc"
@@ -101,7 +100,7 @@ def test_14_harbor_run_rewards_a_wrong_solution_with_0(serve, tmp_path):
 
 
 def test_a_background_reward_writer_is_stopped_before_harbors_verifier_and_the_trial_marked_tampered(serve, tmp_path):
-    call = {"id": "s1", "command": WRITER, "block": True, "timeout": None}
+    call = {"id": "s1", "command": REWARD_WRITER, "block": True, "timeout": None}
     script = {"replies": [{"text": call_text("shell_exec", call)}, {"text": "<think>\n\n</think>\n\nDone."}]}
     (trial,) = run(serve, script, tmp_path, "writer")
     assert trial["exception_info"] is None and reward(trial) == 0.0  # Harbor's own verdict, on a quiet machine

@@ -17,12 +17,19 @@ from typing import Any
 import pytest
 
 from tests.bench_scripts import TERMINUS, episode, solution
-from tests.conftest import ROOT, run_cli
-from tests.docker_support import answer, cli_args, container_factory, docker_session, events_of, exec_call, wait_gone
+from tests.conftest import run_cli
+from tests.docker_support import (
+    REWARD_WRITER,
+    answer,
+    cli_args,
+    container_factory,
+    docker_session,
+    events_of,
+    exec_call,
+    wait_gone,
+)
 from tests.fakeserver import call_text
-from tests.test_docker_tasks import run_task
-
-TASKS = ROOT / "examples" / "tasks"
+from tests.test_docker_tasks import TASKS, run_task
 
 
 @pytest.fixture(scope="module")
@@ -55,13 +62,9 @@ def assert_tampered(proc: Any, events: list[Any]) -> None:
 # --- the tricks --------------------------------------------------------------------------------------------------
 
 
-# In a session of its own, so that no kill of the command's group or session reaches it: only the stop does.
-WRITER = "mkdir -p /logs/verifier; setsid sh -c 'while :; do echo 1 > /logs/verifier/reward.txt; done' >/dev/null 2>&1&"
-
-
 def test_a_background_reward_writer_is_stopped_and_the_run_is_tampered(serve, tmp_path):
     # count-words (Harbor): the writer races test.sh's own reward; stopped first, the tests' 0 is what is read
-    proc, events = run_task(serve, tmp_path, TASKS / "count-words", [exec_call(WRITER), answer("Done.")])
+    proc, events = run_task(serve, tmp_path, TASKS / "count-words", [exec_call(REWARD_WRITER), answer("Done.")])
     assert_tampered(proc, events)
     verify = verdict(events)
     assert verify.reward == 0.0 and not verify.passed and (verify.tests_passed, verify.tests_total) == (0, 2)
