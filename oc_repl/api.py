@@ -37,8 +37,11 @@ from oc_repl.tasks.model import TaskDir, load_task
 Settings = RunSettings
 __all__ = ["RunProcess", "Settings", "TaskDir", "TaskResult", "iter_events", "load_task", "run_attempts", "run_task"]
 
-# An attempt that ended this way says nothing about the model: repeating it would end the same way.
-STOPS_ATTEMPTS = frozenset({Status.USAGE, Status.BUILD_ERROR, Status.INTERRUPTED, Status.INTERNAL_ERROR})
+# An attempt that ended this way says nothing about the model (repeating it would end the same way), or, tampered,
+# too much: a cheat is not retried until it passes.
+STOPS_ATTEMPTS = frozenset(
+    {Status.USAGE, Status.BUILD_ERROR, Status.INTERRUPTED, Status.INTERNAL_ERROR, Status.TAMPERED}
+)
 
 
 def explicit(settings: RunSettings) -> dict[str, Any]:

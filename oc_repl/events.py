@@ -249,6 +249,24 @@ class TurnFailed(Record):
     error: ErrorInfo
 
 
+FindingKind = Literal[
+    "verifier_file", "import_hook", "shadowed_module", "pytest_file", "pytest_config", "executable", "process"
+]
+
+
+@event
+class Finding(Record):
+    """Something the agent created, changed or left running that can sway tests, found before the verifier ran.
+    `affects_tests` findings make the run `tampered`; the others (a package pip installed, a session left open) are
+    informational."""
+
+    kind: FindingKind
+    path: str = ""  # the file, or a process's command line
+    pid: int | None = None  # a process's, as the sandbox saw it
+    detail: str = ""
+    affects_tests: bool = False
+
+
 @event
 class VerifyCompleted(Record):
     """The verifier ran: its result is the outcome, whatever the model claimed."""
@@ -264,6 +282,8 @@ class VerifyCompleted(Record):
     output_tail: str = ""
     timed_out: bool = False
     reward: float | None = None  # what a Harbor task's tests wrote to /logs/verifier (1 = resolved)
+    findings: list[Finding] = field(default_factory=list)  # what the agent tried (see oc_repl/tasks/tamper.py)
+    processes_stopped: bool = False  # what the agent left running was stopped first (not so mid-conversation)
 
 
 @event

@@ -1,7 +1,8 @@
 """One outcome model: how a run ended (`Status`), mapped once to its exit code.
 
 Exceptions that end a run carry their Status (oc_repl.errors); `thread.completed` records the Status value; `bench`
-derives its failure modes from it. The verifier, not the model, decides success: `final()` folds its verdict in.
+derives its failure modes from it. The verifier, not the model, decides success: `final()` folds its verdict in, and
+the tamper evidence over it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ class Status(str, Enum):
     VERIFIED = "verified"  # the verifier passed, whatever the model said
     DONE = "done"  # the agent ended on its own and there is no verifier
     VERIFY_FAILED = "verify_failed"  # the agent said it was done; the verifier disagrees
+    TAMPERED = "tampered"  # the agent touched what the verifier relies on: no verdict counts, whatever it said
     USAGE = "usage"  # a usage or configuration error, before or outside the loop
     TURN_CAP = "turn_cap"
     LOOP = "loop"  # the same actions with the same results, turn after turn
@@ -42,6 +44,7 @@ EXIT_CODES: dict[Status, int] = {
     Status.SANDBOX_ERROR: 6,
     Status.BUILD_ERROR: 6,
     Status.AGENT_TIMEOUT: 7,
+    Status.TAMPERED: 8,
     Status.INTERRUPTED: 130,
     Status.INTERNAL_ERROR: 70,  # EX_SOFTWARE: never confused with a verdict
 }
@@ -54,8 +57,11 @@ def exit_code(status: Status) -> int:
     return EXIT_CODES[status]
 
 
-def final(status: Status, passed: bool | None) -> Status:
-    """The outcome once the verifier (if any; `passed` None when there is none) has spoken."""
+def final(status: Status, passed: bool | None, tampered: bool = False) -> Status:
+    """The outcome once the verifier (if any; `passed` None when there is none) has spoken; `tampered` when the
+    evidence gathered before it shows the agent touched what tests rely on, which no verdict outweighs."""
+    if tampered:
+        return Status.TAMPERED
     if passed:
         return Status.VERIFIED
     if passed is False and status is Status.DONE:

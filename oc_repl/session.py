@@ -8,8 +8,8 @@ import sys
 import traceback
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from oc_repl import events as ev
 from oc_repl import signals
@@ -19,6 +19,9 @@ from oc_repl.errors import ConfinementUnavailable, Deadline, OcReplError, Sandbo
 from oc_repl.outcome import VERIFIABLE, Status, exit_code, final
 from oc_repl.tasks.verify import Verifier
 from oc_repl.types import AgentProtocol, Approve, Sandbox, Task, allow_all
+
+if TYPE_CHECKING:
+    from oc_repl.tasks.tamper import TamperProbe
 
 
 def task_name_for(instruction: str) -> str:
@@ -129,6 +132,7 @@ class TaskResult:
     verify: ev.VerifyCompleted | None = None
     turns: int = 0
     attempt: int = 1  # which attempt this was (`run --attempts N`)
+    findings: list[ev.Finding] = field(default_factory=list)  # what the agent tried (in `verify` too, when it ran)
 
     @property
     def exit_code(self) -> int:
@@ -163,6 +167,9 @@ class Session:
         self.task_agent_timeout: float | None = None  # a task directory's own limit for the agent
         self.terminated = False  # a SIGTERM or SIGHUP stopped a run: the interactive shell leaves too
         self.attempt, self.attempts = 1, 1  # named in thread.started and thread.completed (`run --attempts N`)
+        self.probe: TamperProbe | None = None  # the tamper baseline of the current sandbox
+        # A verifier outside oc-repl (Harbor's) judges the sandbox after a run ending so: it is quieted and probed.
+        self.judged_after: frozenset[Status] = frozenset()
 
     def _on_retry(self, message: str, attempt: int) -> None:
         total = self.settings.retries + 1
@@ -215,7 +222,7 @@ class Session:
     def close(self) -> str:
         """Stop what the session left running; returns the name of a container kept on purpose (--keep)."""
         self.new_conversation()
-        sandbox, self.sandbox = self.sandbox, None
+        sandbox, self.sandbox, self.probe = self.sandbox, None, None
         if sandbox is None:
             return ""
         with contextlib.suppress(SandboxError, KeyboardInterrupt):
@@ -225,14 +232,18 @@ class Session:
     # --- running -----------------------------------------------------------------------------------------------
 
     def run(self, instruction: str, close_after: bool = False) -> TaskResult:
-        """One task in the current conversation, then the verifier, then `thread.completed`."""
-        outcome, verify, kept = Outcome(), None, ""
+        """One task in the current conversation, then the verifier, then `thread.completed`. With `close_after` the
+        conversation ends here: what the agent left running is stopped before the verifier."""
+        outcome, verify, kept, findings = Outcome(), None, "", []
         calls_before = (self.client.native_calls, self.client.salvaged_calls)
         with signals.stoppable():
             try:
-                outcome = self._run(instruction)
+                outcome = self._run(instruction, close_after)
                 if self.verifier is not None and outcome.status in VERIFIABLE:
-                    verify = self.verify_now()
+                    verify = self.verify_now(final_run=close_after)
+                    findings = verify.findings
+                elif outcome.status in self.judged_after:
+                    findings, _ = self._evidence(self.open_sandbox(), stop=True)
             except OcReplError as exc:
                 self.emit(ev.Error(kind=exc.kind, message=exc.message, hint=exc.hint))
                 outcome.status = exc.status
@@ -251,7 +262,8 @@ class Session:
                     if late.interrupted:
                         outcome.status = Status.INTERRUPTED
                         self.terminated = self.terminated or late.terminated
-            status = final(outcome.status, verify.passed if verify is not None else None)
+            tampered = any(f.affects_tests for f in findings)
+            status = final(outcome.status, verify.passed if verify is not None else None, tampered)
             self.emit(
                 ev.ThreadCompleted(
                     status=status.value,
@@ -266,14 +278,18 @@ class Session:
                     attempts=self.attempts,
                 )
             )
-        return TaskResult(status, outcome.final_answer, verify, outcome.turns, self.attempt)
+        return TaskResult(status, outcome.final_answer, verify, outcome.turns, self.attempt, findings)
 
-    def _run(self, instruction: str) -> Outcome:
+    def _run(self, instruction: str, close_after: bool) -> Outcome:
         task = self._task(instruction)
         protocol = self.open_protocol()
         # plain chat (raw) runs nothing, so it needs no sandbox and no consent; httpx loads while a sandbox starts
         needed = getattr(protocol, "needs_sandbox", True)
         sandbox = self.open_sandbox(meanwhile=self.client.connect) if needed else None
+        # something judges this run, or may (the shell's /verify, later in the conversation): a baseline first
+        judged = self.verifier is not None or bool(self.judged_after) or not close_after
+        if sandbox is not None and judged and (self.probe is None or self.probe.sandbox is not sandbox):
+            self.probe = self._baseline(sandbox)
         model = self.client.resolve_model()
         self.emit(self._thread_started(model, task, sandbox, protocol))
         agent = Agent(
@@ -297,13 +313,37 @@ class Session:
         found = [limit for limit in limits if limit]
         return min(found) if found else None
 
-    def verify_now(self, verifier: Verifier | None = None) -> ev.VerifyCompleted:
+    def verify_now(self, verifier: Verifier | None = None, final_run: bool = False) -> ev.VerifyCompleted:
+        """The verifier's verdict, with the evidence gathered just before it. In the `final_run` of a sandbox what
+        the agent left running is stopped first; mid-conversation (the shell) it is listed and left running, and the
+        sandbox as the verdict leaves it becomes the baseline for the next one."""
         verifier = verifier or self.verifier
         if verifier is None:
             raise UsageError("no verifier set", hint="give one: --verify CMD, --verify-file F, or /verify CMD")
-        result = verifier.run(self.open_sandbox())
+        sandbox = self.open_sandbox()
+        findings, stopped = self._evidence(sandbox, stop=final_run)
+        result = verifier.run(sandbox)
+        result.findings, result.processes_stopped = findings, stopped
+        if not final_run and self.probe is not None and self.probe.sandbox is sandbox:
+            self.probe.rebaseline()
         self.emit(result)
         return result
+
+    def _baseline(self, sandbox: Sandbox) -> TamperProbe:
+        from oc_repl.tasks.tamper import TamperProbe
+
+        # where the verifier runs: a task's in the image's WORKDIR, Harbor's too, --verify in the sandbox's workdir
+        image_workdir = getattr(sandbox, "image_workdir", None) if self.judged_after else None
+        return TamperProbe.opened(
+            sandbox, getattr(self.verifier, "cwd", None) or image_workdir or sandbox.workdir, self.emit
+        )
+
+    def _evidence(self, sandbox: Sandbox, stop: bool) -> tuple[list[ev.Finding], bool]:
+        from oc_repl.tasks.tamper import gather
+
+        keep = self.protocol.own_processes() if self.protocol is not None else frozenset()
+        probe = self.probe if self.probe is not None and self.probe.sandbox is sandbox else None
+        return gather(sandbox, probe, keep, stop)
 
     def _task(self, instruction: str) -> Task:
         if self.settings.task is not None and self.sandbox is None:

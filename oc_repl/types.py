@@ -125,7 +125,9 @@ class Process(Protocol):
 
 class Sandbox(Protocol):
     """Where commands run. A driver that starts something in the background may also offer `ready()`, which waits
-    for it (and raises what the start met); the session calls it before the model acts, after other work."""
+    for it (and raises what the start met); the session calls it before the model acts, after other work. One that can
+    list what `stop_processes` would stop without stopping it offers `running_processes(keep)` too (the shell's
+    verifier, mid-conversation, reports the processes it must leave running)."""
 
     spec: str
     workdir: str
@@ -137,8 +139,9 @@ class Sandbox(Protocol):
     def write_file(self, path: str, data: bytes) -> None: ...
     def read_file(self, path: str) -> bytes: ...
     def put(self, src: Path, dest: str) -> None: ...
-    # Stop every process the sandbox's commands started (those of `keep`, the protocol's own terminal, included) and
-    # report the others: the verifier then runs on a quiet sandbox, and what the agent left running is evidence.
+    # Stop every process the sandbox's commands started (those of `keep`, the protocol's own terminal, and the ones
+    # they run under, included) and report the others: the verifier then runs on a quiet sandbox, and what the agent
+    # left running is evidence.
     def stop_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]: ...
     def close(self) -> None: ...
 
@@ -164,4 +167,8 @@ class AgentProtocol(Protocol):
     def step(self, reply: Reply, sandbox: Sandbox, emit: Emit, approve: Approve = allow_all) -> Step: ...
     def assets(self) -> list[Asset]: ...
     def working_directory(self, sandbox: Sandbox) -> str: ...  # where the model's commands start
+    # The processes the protocol itself started in the sandbox (terminus's terminal shell; its tmux server runs it):
+    # stopped before a verifier like the rest, but no evidence of what the model did. Empty for protocols that start
+    # none; camel's sessions are the model's own commands.
+    def own_processes(self) -> frozenset[int]: ...
     def close(self) -> None: ...  # ends whatever the protocol left running in the sandbox

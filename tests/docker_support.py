@@ -22,6 +22,11 @@ from tests.fakeserver import call_text
 
 IMAGE = os.environ.get("OC_REPL_TEST_IMAGE", "oc-repl-test:bookworm")
 TEST_LABEL = "oc-repl-test"  # containers these tests create themselves (attach mode)
+# A hostile model's command: a reward writer in a session of its own, which no kill of the command's group or session
+# reaches (only the stop before the verifier does).
+REWARD_WRITER = (
+    "mkdir -p /logs/verifier; setsid sh -c 'while :; do echo 1 > /logs/verifier/reward.txt; done' >/dev/null 2>&1 &"
+)
 
 
 def docker_session() -> Iterator[Any]:

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from tests.bench_scripts import CAMEL, PLAN, TERMINUS, bench_script, resolved_per_trial, route
+from tests.bench_scripts import CAMEL, PLAN, TERMINUS, bench_script, episode, resolved_per_trial, route
 from tests.conftest import ROOT, cli_env, run_cli
-from tests.docker_support import docker_session
+from tests.docker_support import REWARD_WRITER, docker_session
 from tests.fakeserver import conversation_turn
 
 
@@ -199,3 +199,34 @@ def test_13_bench_a_task_whose_image_cannot_be_built_is_build_error_and_tried_ag
     proc = run_cli(args, tmp_path, timeout=300)  # fixed: the trials that never ran run now
     assert proc.returncode == 0, proc.stderr
     assert [r["failure_mode"] for r in results(out).values()] == ["resolved"] * 2
+
+
+def test_a_tampered_trial_is_its_own_failure_mode_in_the_table_the_html_and_its_record(serve, tmp_path):
+    tasks = tmp_path / "tasks"
+    for name in ("write-greeting", "count-words"):
+        shutil.copytree(ROOT / "examples" / "tasks" / name, tasks / name)
+    hostile = route(tasks / "count-words", CAMEL, "good")
+    hostile["replies"] = episode(CAMEL, REWARD_WRITER)
+    server = serve({"routes": [route(tasks / "write-greeting", CAMEL, "good"), hostile]})
+    out = tmp_path / "out"
+    args = ["bench", str(tasks), "-k", "1", "--out", str(out), "--api-base", server.url, "--retries", "0"]
+    proc = run_cli(args, tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    records = results(out)
+    honest, cheat = records[("write-greeting", CAMEL, 1)], records[("count-words", CAMEL, 1)]
+    assert (honest["failure_mode"], honest["resolved"], honest["findings"]) == ("resolved", True, 0)
+    assert (cheat["outcome"], cheat["failure_mode"], cheat["resolved"], cheat["exit_code"]) == (
+        "tampered",
+        "tampered",
+        False,
+        8,
+    )
+    assert cheat["findings"] >= 2  # the writer and the reward it wrote
+    failure_modes = proc.stdout.split("failure modes")[1]
+    header = next(line for line in failure_modes.splitlines() if line.startswith("┃"))
+    row = next(line for line in failure_modes.splitlines() if line.startswith("│"))
+    cells = dict(zip([c.strip() for c in header.split("┃")], [c.strip() for c in row.split("│")], strict=True))
+    assert (cells["resolved"], cells["tampered"]) == ("1", "1")
+    page = tmp_path / "report.html"
+    assert run_cli(["bench", "report", str(out), "--html", str(page)], tmp_path).returncode == 0
+    assert "#1: tampered" in page.read_text() and ">tampered</span>" in page.read_text()

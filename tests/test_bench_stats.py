@@ -54,6 +54,8 @@ def test_13_3_pass_at_k_refuses_k_beyond_the_trials():
         (Status.VERIFIED, False, "resolved"),
         (Status.VERIFY_FAILED, False, "unresolved"),
         (Status.VERIFY_FAILED, True, "test_timeout"),
+        (Status.TAMPERED, False, "tampered"),
+        (Status.TAMPERED, True, "tampered"),  # a cheat is that, whatever its tests did
         (Status.AGENT_TIMEOUT, False, "agent_timeout"),
         (Status.AGENT_TIMEOUT, True, "test_timeout"),
         (Status.PARSE_ERRORS, False, "parse_error"),

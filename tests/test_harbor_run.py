@@ -21,7 +21,7 @@ import pytest
 
 pytest.importorskip("harbor")
 
-from tests.docker_support import docker_session  # noqa: E402
+from tests.docker_support import REWARD_WRITER, docker_session  # noqa: E402
 from tests.fakeserver import call_text  # noqa: E402
 from tests.harbor_support import AGENT, TASK, harbor_run, trial_results  # noqa: E402
 
@@ -80,6 +80,7 @@ def test_14_harbor_run_rewards_a_correct_solution_with_1(serve, tmp_path):
     assert context["n_input_tokens"] == sum(u["input_tokens"] for u in sent) > 0
     assert context["n_output_tokens"] == sum(u["output_tokens"] for u in sent) > 0
     assert context["metadata"]["n_turns"] == 2 and context["metadata"]["status"] == "done"
+    assert context["metadata"]["tampered"] is False and context["metadata"]["findings"] == []
     job = json.loads((Path(trial["dir"]).parent / "result.json").read_text())
     assert job["stats"]["n_input_tokens"] == context["n_input_tokens"]
     # the ATIF trajectory passes Harbor's validator, and Harbor took the per-model usage from it
@@ -98,6 +99,19 @@ def test_14_harbor_run_rewards_a_wrong_solution_with_0(serve, tmp_path):
     (trial,) = run(serve, camel_writes("bye"), tmp_path, "wrong")
     assert trial["exception_info"] is None and reward(trial) == 0.0
     assert events(trial)[-1]["status"] == "done"
+
+
+def test_a_background_reward_writer_is_stopped_before_harbors_verifier_and_the_trial_marked_tampered(serve, tmp_path):
+    call = {"id": "s1", "command": REWARD_WRITER, "block": True, "timeout": None}
+    script = {"replies": [{"text": call_text("shell_exec", call)}, {"text": "<think>\n\n</think>\n\nDone."}]}
+    (trial,) = run(serve, script, tmp_path, "writer")
+    assert trial["exception_info"] is None and reward(trial) == 0.0  # Harbor's own verdict, on a quiet machine
+    assert "while :" not in (Path(trial["dir"]) / "verifier" / "processes.txt").read_text()
+    metadata = trial["agent_result"]["metadata"]
+    assert metadata["tampered"] is True and metadata["status"] == "tampered" and metadata["exit_code"] == 8
+    (process,) = [f for f in metadata["findings"] if f["kind"] == "process"]
+    assert process["affects_tests"] and "/logs/verifier/reward.txt" in process["path"]
+    assert events(trial)[-1]["status"] == "tampered"
 
 
 @pytest.mark.parametrize(

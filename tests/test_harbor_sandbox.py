@@ -112,6 +112,19 @@ def test_14_background_child_is_left_running_and_does_not_hold_the_exec(box):
     assert wait_until(lambda: "sleep 3003" not in processes(box))
 
 
+def test_stop_processes_stops_what_commands_left_and_names_the_commands_not_their_runners(box):
+    box.exec("sleep 3011 >/dev/null 2>&1 &", timeout=30)
+    box.spawn("sleep 3012", tty=False)
+    box.spawn("sleep 3013", tty=True)
+    terminal = TmuxTerminal(box)  # the protocol's own: stopped too, never named
+    left = box.stop_processes(keep=frozenset({terminal.pid}))
+    assert sorted(found.command for found in left) == ["sleep 3011", "sleep 3012", "sleep 3013"]
+    assert all(found.cwd == "/workspace" for found in left)
+    ps = processes(box)
+    assert "sleep 301" not in ps and "tmux" not in ps
+    assert box.exec("echo still here", timeout=30).output == b"still here\n"  # pid 1 and the environment live on
+
+
 def test_14_output_is_capped_when_read_and_freed_in_the_environment(loop, environment):
     box = on(loop, HarborSandbox.open(environment, LoopBridge(loop), output_limit=64 * 1024))
     try:

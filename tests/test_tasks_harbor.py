@@ -65,8 +65,8 @@ def test_13_1_harbor_example_not_solved_is_unresolved(serve, tmp_path, task):
 def test_13_1_a_reward_the_agent_leaves_behind_does_not_count(serve, tmp_path):
     cheat = "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt && echo 1 > /logs/verifier/reward.json"
     proc, events = run_task(serve, tmp_path, TASKS / "fix-json-config", [exec_call(cheat), answer("Done.")])
-    assert proc.returncode == 1, proc.stderr
-    assert verify_of(events).reward == 0.0
+    assert proc.returncode == 8, proc.stderr  # and the try is held against the run
+    assert verify_of(events).reward == 0.0 and events[-1].status == "tampered"
 
 
 def test_13_1_the_agent_sees_neither_tests_nor_solution(serve, tmp_path):

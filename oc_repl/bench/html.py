@@ -22,6 +22,7 @@ TRANSCRIPT_HTML = "transcript.html"
 COLOURS = {
     "resolved": "#2ca02c",
     "unresolved": "#d62728",
+    "tampered": "#e41a9c",
     "agent_timeout": "#ff7f0e",
     "test_timeout": "#e377c2",
     "parse_error": "#9467bd",

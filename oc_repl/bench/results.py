@@ -23,6 +23,7 @@ TRANSCRIPT, RESULT, STDERR = "transcript.jsonl", "result.json", "stderr.txt"
 FAILURE_MODES = (
     "resolved",
     "unresolved",
+    "tampered",
     "agent_timeout",
     "test_timeout",
     "parse_error",
@@ -38,6 +39,7 @@ FAILURE_MODES = (
 _BY_STATUS = {
     Status.VERIFIED: "resolved",
     Status.VERIFY_FAILED: "unresolved",
+    Status.TAMPERED: "tampered",
     Status.DONE: "unresolved",
     Status.AGENT_TIMEOUT: "agent_timeout",
     Status.PARSE_ERRORS: "parse_error",
@@ -53,10 +55,12 @@ _BY_STATUS = {
 
 
 def failure_mode(status: Status, verify_timed_out: bool = False) -> str:
-    """How a trial ended, in the one vocabulary the report counts. A verifier killed at its timeout is the tests'
-    failure (test_timeout) whatever the agent did; otherwise the run's outcome names it."""
+    """How a trial ended, in the one vocabulary the report counts. A tampered run is that whatever its tests did; a
+    verifier killed at its timeout is otherwise the tests' failure (test_timeout); else the run's outcome names it."""
     if status is Status.VERIFIED:
         return "resolved"
+    if status is Status.TAMPERED:
+        return "tampered"
     if verify_timed_out:
         return "test_timeout"
     if status is Status.INTERRUPTED:
@@ -77,6 +81,7 @@ class TrialResult:
     tests_passed: int | None = None
     tests_total: int | None = None
     reward: float | None = None
+    findings: int = 0  # what the agent tried, as found before the verifier (`tampered` when one affects tests)
     turns: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
@@ -206,6 +211,7 @@ def from_transcript(
         tests_passed=(verify or {}).get("tests_passed"),
         tests_total=(verify or {}).get("tests_total"),
         reward=(verify or {}).get("reward"),
+        findings=len((verify or {}).get("findings") or []),
         turns=(completed or {}).get("turns", 0),
         tokens_in=sum(u.get("input_tokens", 0) for u in usages),
         tokens_out=sum(u.get("output_tokens", 0) for u in usages),

@@ -33,7 +33,7 @@ COMMANDS: dict[str, str] = {
     "/model": "NAME  switch model",
     "/sandbox": "SPEC  switch sandbox: local:<dir>, docker:<container>, docker-image:<image>",
     "/turns": "N  model turns per task",
-    "/verify": "[CMD]  run the verifier now (CMD sets it first); prints PASS or FAIL",
+    "/verify": "[CMD]  run the verifier now (CMD sets it first); prints PASS or FAIL and what the agent tried",
     "/new": "start a new conversation in the same sandbox",
     "/history": "the messages of the current conversation",
     "/transcript": "path of this session's transcript",
@@ -102,7 +102,8 @@ class _Status:
             self.tokens = f"{event.usage.input_tokens}/{event.usage.output_tokens}"
         elif event.type == "verify.completed":
             counts = f" {event.tests_passed}/{event.tests_total}" if event.tests_total is not None else ""
-            self.verify = ("PASS" if event.passed else "FAIL") + counts
+            verdict = "PASS" if event.passed else "FAIL"
+            self.verify = ("TAMPERED" if any(f.affects_tests for f in event.findings) else verdict) + counts
 
 
 class Shell:

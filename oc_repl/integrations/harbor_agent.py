@@ -12,7 +12,10 @@ the task container's commands.
 Harbor, not oc-repl, judges the trial: oc-repl's verifier never runs. The agent returns normally whenever the task may
 be done (the model finished, the turn cap, a loop, too many unreadable replies, a context overflow), so Harbor's
 verifier runs; it raises only when something outside the model failed (the model server after oc-repl's retries, the
-environment, the settings), which Harbor records as the trial's exception.
+environment, the settings), which Harbor records as the trial's exception. Before it returns, it stops every process
+in the environment but pid 1 (Harbor's verifier then runs on a quiet machine: a reward writer left in the background
+is gone), and the tamper probe's findings (baseline at the start, look at the end) go to `context.metadata`, with
+`tampered` true when one of them can sway tests (the status is then `tampered`).
 
 When Harbor stops the agent (its timeout, or a cancelled job), the worker cannot be interrupted by a signal (only the
 main thread gets those), so it is stopped cooperatively: the environment call it is waiting on is cancelled, and the
@@ -53,9 +56,18 @@ from oc_repl.transcript import TranscriptWriter
 
 TRANSCRIPT = "oc-repl.jsonl"
 STOP_GRACE = 15.0  # seconds a stopped worker gets to end its run before it is abandoned
-# Ends after which the task may be solved: Harbor's verifier decides.
+# Ends after which the task may be solved: Harbor's verifier decides (a tampered run too: it gets its reward, and its
+# metadata says what the agent tried).
 GRADED = frozenset(
-    {Status.DONE, Status.TURN_CAP, Status.LOOP, Status.PARSE_ERRORS, Status.CONTEXT_LENGTH, Status.AGENT_TIMEOUT}
+    {
+        Status.DONE,
+        Status.TURN_CAP,
+        Status.LOOP,
+        Status.PARSE_ERRORS,
+        Status.CONTEXT_LENGTH,
+        Status.AGENT_TIMEOUT,
+        Status.TAMPERED,
+    }
 )
 
 
@@ -221,8 +233,10 @@ def _work(
         try:
             session = Session(settings, Fanout(writer, record, checkpoint))
             session.sandbox, session.transcript_path = sandbox, str(path)
+            session.judged_after = GRADED  # Harbor's verifier runs next: on a quiet environment, with the evidence
             try:
                 outcome = session.run(instruction, close_after=True)
+                record.findings = outcome.findings
             finally:
                 session.client.close()
         finally:

@@ -43,6 +43,7 @@ class RunRecord:
         self.last_error: ev.Error | None = None
         self.input_tokens = 0
         self.output_tokens = 0
+        self.findings: list[ev.Finding] = []  # the tamper probe's, once the run is over
 
     def __call__(self, event: Any) -> None:
         kind = event.type
@@ -98,6 +99,10 @@ class RunRecord:
             )
         if self.last_error is not None:
             found["error"] = {"kind": self.last_error.kind, "message": self.last_error.message}
+        if self.completed is not None:
+            found.update(
+                tampered=any(f.affects_tests for f in self.findings), findings=[ev.to_dict(f) for f in self.findings]
+            )
         return found
 
 

@@ -172,6 +172,9 @@ class CamelProtocol:
         """As trained: /workspace in a container (or --workdir), the sandbox directory on local:."""
         return self.workdir or sandbox.workdir
 
+    def own_processes(self) -> frozenset[int]:
+        return frozenset()
+
     def close(self) -> None:
         """Kill the sessions the model started (the loop's caller does this when the conversation ends)."""
         if self._toolbox is not None:

@@ -72,5 +72,8 @@ class RawProtocol:
     def working_directory(self, sandbox: Sandbox) -> str:
         return ""  # nothing runs
 
+    def own_processes(self) -> frozenset[int]:
+        return frozenset()
+
     def close(self) -> None:
         pass

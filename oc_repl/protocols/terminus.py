@@ -121,6 +121,11 @@ class TerminusProtocol:
         """As terminal-bench: the image's WORKDIR in a container; the sandbox directory on local:."""
         return getattr(sandbox, "image_workdir", None) or sandbox.workdir
 
+    def own_processes(self) -> frozenset[int]:
+        """The terminal's shell (the tmux server, or the pty's, runs it): not the model's commands, its children."""
+        pid = getattr(self._terminal, "pid", None)
+        return frozenset({pid}) if isinstance(pid, int) else frozenset()
+
     def close(self) -> None:
         if self._terminal is not None:
             terminal, self._terminal = self._terminal, None

@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # imported where first drawn: a one-shot run's header does no
 
 # Lines that are not a terminal's are not wrapped at an imagined 80 columns.
 UNWRAPPED = 240
+FINDINGS_SHOWN = 20  # tamper findings listed after a verdict; the transcript holds them all
 
 
 def make_console(stderr: bool = True) -> Console:
@@ -142,6 +143,20 @@ class HumanRenderer:
         self.console.print(verdict + Text(f" {sanitize(e.command)}{counts} (exit {e.exit_code})"))
         if not e.passed and e.output_tail:
             self.console.print(Text(fold(sanitize(e.output_tail), 0, 15), style="dim"))
+        self._findings(e.findings)
+
+    def _findings(self, findings: list[Any]) -> None:
+        """What the agent tried, a line each after the verdict; those that sway tests first and marked."""
+        ordered = sorted(findings, key=lambda f: not f.affects_tests)
+        for f in ordered[:FINDINGS_SHOWN]:
+            where = f"pid {f.pid} {f.path}" if f.pid is not None else f.path
+            line = f"{f.kind} {sanitize(where)}: {sanitize(f.detail)}"
+            if f.affects_tests:
+                self.console.print(Text(" TAMPERED ", style="bold white on magenta") + Text(f" {line}"))
+            else:
+                self.console.print(Text(f"  noted: {line}", style="dim"))
+        if len(ordered) > FINDINGS_SHOWN:
+            self.console.print(Text(f"  … {len(ordered) - FINDINGS_SHOWN} more in the transcript", style="dim"))
 
     def on_thread_completed(self, e: Any) -> None:
         if e.status == "interrupted":

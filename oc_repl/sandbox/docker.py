@@ -24,10 +24,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from oc_repl.errors import SandboxError, SandboxLost
-from oc_repl.sandbox import docker_lifetime
+from oc_repl.sandbox import docker_lifetime, leftovers
 from oc_repl.sandbox.docker_channel import ChannelPool
 from oc_repl.sandbox.docker_exec import PID_DIR, WORK_SUBDIR, DockerProcess, RecordedProcess, kill_recorded
-from oc_repl.types import ExecResult
+from oc_repl.types import ExecResult, Leftover
 
 DEFAULT_WORKDIR = "/workspace"  # camel's docker backend, as trained
 # How long a command killed by SIGKILL waits for the daemon to say whether its container went with it.
@@ -80,7 +80,12 @@ class DockerSandbox:
         wd = shlex.quote(workdir)
         owner = f" && chown {self.uid}:{self.gid} {wd}" if self.uid is not None else ""
         dirs = " ".join(self._work_dirs())
-        self.run_quick(f"mkdir -p -m 1777 {dirs}; [ -d {wd} ] || {{ mkdir -p {wd}{owner}; }}")
+        setup = f"mkdir -p -m 1777 {dirs}; [ -d {wd} ] || {{ mkdir -p {wd}{owner}; }}"
+        # What runs before the first command is not the agent's (the user's services in a container we attach to,
+        # what an image's entrypoint started): only what starts after this is stopped before a verifier.
+        marker = leftovers.token()
+        found = self.run_quick(f"{setup}; {leftovers.baseline_script(marker)}")
+        self.baseline = leftovers.parse_baseline(found.decode("ascii", "replace"), marker)
         self.channels = ChannelPool(self)
 
     @classmethod
@@ -248,6 +253,32 @@ class DockerSandbox:
         with tarfile.open(fileobj=buf, mode="w") as tar:
             tar.add(str(src), arcname=target)
         self.call(self.api.put_archive, self.id, "/", buf.getvalue())
+
+    def stop_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
+        """Stop every process in the container but the channels' own and those that ran before the sandbox
+        opened (pid 1, its children, the services of a container we attached to)."""
+        return self._leftovers(keep, stop=True)
+
+    def running_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
+        """What `stop_processes` would stop and report, left running."""
+        return self._leftovers(keep, stop=False)
+
+    def _leftovers(self, keep: frozenset[int], stop: bool) -> list[Leftover]:
+        idle, busy = self.channels.servers()
+        with self._lock:
+            started = [proc.pidfile for proc in self._procs]
+        marker = leftovers.token()
+        script = leftovers.script(
+            marker,
+            stop=stop,
+            keep=keep,
+            spare=[*idle, *busy],
+            spare_children=idle,
+            spare_session_children=busy,
+            baseline=self.baseline,
+            started=started,
+        )
+        return leftovers.parse(self.run_quick(script).decode("utf-8", "replace"), marker)
 
     def close(self) -> None:
         with self._lock:

@@ -18,17 +18,17 @@ restored by that export; its loop variable and arrays have names of their own. T
 with `--posix`, so that an image's BASH_ENV is not run in them; the commands, plain `bash -c`, still run it. A `ps`
 in the container shows, besides the commands, each channel's server, its idle launcher and the `cat` of its relay.
 
-The protocol, one command at a time per channel. The client writes a request: the length of its header in 8 digits,
-the header `nonce len(blob) len(cwd) len(script) len(pidfile) len(path) len(env entry)...`, those strings, the blob
-(the text of a command too long for one argument, written to `path`), and a final `.`: a request cut short is never
-run. Lengths let bash read each part with one `read -N` (a line is read a byte at a time). The server answers on
-stdout with records `RS nonce word RS LF` (RS = 0x1e): `fallback` (nothing was started), or `ok <server pid>`, then the
-command's output, then `end <status>`. The nonce is fresh per command and never shown to it, so no output can pass
-for a record. Stdout and stderr share one pipe (arrival order is kept), a FIFO the server also holds open, relayed by a
-`cat`; both are made ready with the launcher (`ready` makes all three anew, on new FIFOs, if a command killed the
-`cat` or the launcher: the launcher is the pipe's only writer, so either death ends the `cat`). When the command has
-ended but a background child still holds the pipe after the grace, the relay is replaced by a `cat` to /dev/null (the
-child writes on unharmed, unseen, as a finished command's late output is today) and the end is reported.
+The protocol, one command at a time per channel. The client writes a request: the length of its header in 8 digits, the
+header `nonce len(blob) len(cwd) len(script) len(pidfile) len(path) len(env entry)...`, those strings, the blob (the
+text of a command too long for one argument, written to `path`), and a final `.`: a request cut short is never run.
+Lengths let bash read each part with one `read -N` (a line is read a byte at a time). The server answers on stdout with
+records `RS nonce word RS LF` (RS = 0x1e): `fallback <server pid>` (nothing was started), or `ok <server pid>`, then the
+command's output, then `end <status>`. The nonce is fresh per command and never shown to it, so no output can pass for a
+record. Stdout and stderr share one pipe (arrival order is kept), a FIFO the server also holds open, relayed by a `cat`;
+both are made ready with the launcher (`ready` makes all three anew, on new FIFOs, if a command killed the `cat` or the
+launcher: the launcher is the pipe's only writer, so either death ends the `cat`). When the command has ended but a
+background child still holds the pipe after the grace, the relay is replaced by a `cat` to /dev/null (the child writes
+on unharmed, unseen, as a finished command's late output is today) and the end is reported.
 """
 
 from __future__ import annotations
@@ -159,6 +159,11 @@ class Channel:
         proc.finish(None, lost=True)
         return "lost"
 
+    @property
+    def busy(self) -> bool:
+        """A command runs through the channel (taken for one, or still running one that outran its timeout)."""
+        return self._proc is not None
+
     def close(self) -> None:
         self.broken = True
         with contextlib.suppress(OSError):
@@ -217,8 +222,9 @@ class Channel:
 
     def _record(self, words: list[str]) -> None:
         word, arg = (words + ["", ""])[:2]
+        if word in ("ok", "fallback") and arg.isdigit():
+            self.server_pid = int(arg)
         if word == "ok":
-            self.server_pid = int(arg) if arg.isdigit() else None
             self._started = True
             self._answer_with("ok")
         elif word in ("fallback", "end"):
@@ -322,6 +328,14 @@ class ChannelPool:
                 self._all.remove(channel)
         for other in idle:
             other.close()
+
+    def servers(self) -> tuple[list[int], list[int]]:
+        """The pids of the live channels' servers: those waiting for a command, and those running one."""
+        with self._lock:
+            channels = [c for c in self._all if c.server_pid is not None and not c.broken]
+        idle = [c.server_pid for c in channels if not c.busy]
+        busy = [c.server_pid for c in channels if c.busy]
+        return idle, busy  # type: ignore[return-value]  # filtered above
 
     def close(self) -> None:
         with self._lock:

@@ -60,7 +60,7 @@ while IFS= read -r -N 8 v && IFS= read -r -N "$((10#$v))" v; do
     exec {r}<&- {fin}<&-
     say "end $st"
     prepare
-  else say fallback; fi
+  else say "fallback $$"; fi
 done
 """
 

@@ -1,19 +1,17 @@
 """A Harbor environment (docker, daytona, modal, e2b, ...) as an oc-repl sandbox.
 
-oc-repl's loop is synchronous and runs on a worker thread; the environment's methods are coroutines of the asyncio
-loop Harbor runs every trial on. `LoopBridge` hands each call to that loop and waits for it on the worker, so the
-loop never blocks. How a command runs detached and is looked at later is in harbor_shell.py: its own session and
-process group, a timeout that kills the group, output capped when read, the exit status, background children left
-alone, and a pty (util-linux `script`) for processes that need a terminal.
+oc-repl's loop is synchronous and runs on a worker thread; the environment's methods are coroutines of the asyncio loop
+Harbor runs every trial on. `LoopBridge` (harbor_bridge.py) hands each call to that loop and waits for it on the worker,
+so the loop never blocks. How a command runs detached and is looked at later is in harbor_shell.py: its own session and
+process group, a timeout that kills the group, output capped when read, the exit status, background children left alone,
+and a pty (util-linux `script`) for processes that need a terminal.
 
 No Harbor import here: any object with Harbor's `exec`/`upload_file`/`upload_dir` coroutines will do.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import concurrent.futures
 import contextlib
 import math
 import os
@@ -22,88 +20,22 @@ import shlex
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from oc_repl.errors import Deadline, SandboxError, SandboxLost
 from oc_repl.sandbox import harbor_shell as sh
+from oc_repl.sandbox import leftovers
 from oc_repl.sandbox.capture import gap_marker
 from oc_repl.sandbox.docker import DEFAULT_WORKDIR
 from oc_repl.sandbox.docker_exec import kill_recorded
-from oc_repl.types import ExecResult
+from oc_repl.sandbox.harbor_bridge import LoopBridge
+from oc_repl.types import ExecResult, Leftover
 
-T = TypeVar("T")
 POLL_WINDOW = 2.0  # seconds one look may wait in the environment for a command's end
 EXEC_MARGIN = 60  # Harbor's own exec timeout, a backstop over what a script itself waits
 READ_GAP = 0.2  # a running process's output is fetched at most this often: every fetch is an exec
 TERMINAL_ENV = {"TERM": "xterm", "PYTHONUNBUFFERED": "1"}  # as docker: gives its terminal processes
-
-
-class LoopBridge:
-    """Runs an environment's coroutines on the loop that owns it, for code on another thread.
-
-    `stop` asks the worker to stop: the call it waits on (if any) is cancelled, and the next call or `checkpoint`
-    raises Deadline, once, which oc-repl handles as its own agent timeout (the running command is killed, the turn
-    fails, sessions and sandbox are closed, with calls that now go through). With `worker` set, only that thread is
-    stopped so: helper threads of its own (a pty terminal's reader, camel's 20 s wall in exact mode) finish their
-    short calls and leave the stop to it. `abandon` refuses every call from then on.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.worker: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._pending: dict[concurrent.futures.Future[Any], threading.Thread] = {}
-        self._reason = ""
-        self._delivered = False
-        self._abandoned = False
-
-    def call(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        self.checkpoint()
-        if self._abandoned:
-            raise SandboxLost("the agent was stopped and the environment is no longer in its hands")
-        coroutine = make()
-        try:
-            future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
-        except RuntimeError as exc:  # the loop has closed
-            coroutine.close()
-            raise SandboxLost(f"the environment's event loop is gone: {exc}") from exc
-        with self._lock:
-            self._pending[future] = threading.current_thread()
-        try:
-            return future.result()
-        except concurrent.futures.CancelledError:
-            self.checkpoint()
-            raise SandboxLost("the environment call was cancelled") from None
-        finally:
-            with self._lock:
-                self._pending.pop(future, None)
-
-    def _stoppable(self, thread: threading.Thread) -> bool:
-        return self.worker is None or thread is self.worker
-
-    def checkpoint(self) -> None:
-        """Raise Deadline if a stop was asked for and has not been raised yet (in the worker)."""
-        with self._lock:
-            if not self._reason or self._delivered or not self._stoppable(threading.current_thread()):
-                return
-            self._delivered = True
-        raise Deadline(self._reason)
-
-    def stop(self, reason: str) -> None:
-        self._cancel(reason, everyone=False)
-
-    def abandon(self) -> None:
-        self._abandoned = True
-        self._cancel("the agent was stopped", everyone=True)
-
-    def _cancel(self, reason: str, everyone: bool) -> None:
-        with self._lock:
-            self._reason = self._reason or reason
-            pending = [future for future, thread in self._pending.items() if everyone or self._stoppable(thread)]
-        for future in pending:
-            future.cancel()
 
 
 def _text(result: Any) -> str:
@@ -123,8 +55,10 @@ class HarborSandbox:
         image_workdir: str,
         terminal: bool,
         output_limit: int = 1 << 20,
+        baseline: list[str] | None = None,
     ) -> None:
         self.env, self.bridge = environment, bridge
+        self.baseline = baseline or []  # "pid:starttime" of the processes that ran when the sandbox opened
         self.directory = directory
         self.workdir = workdir
         self.image_workdir = image_workdir  # where Harbor's own exec starts: the task's workdir or the image's
@@ -139,7 +73,8 @@ class HarborSandbox:
     ) -> HarborSandbox:
         """Check the environment has what the sandbox runs on and make its directory (on the loop, awaited)."""
         marker, directory, workdir = sh.token(), f"{sh.ROOT}/{sh.token()}", workdir or DEFAULT_WORKDIR
-        result = await environment.exec(sh.setup(directory, workdir, marker), timeout_sec=EXEC_MARGIN)
+        script = f"{sh.setup(directory, workdir, marker)}\n{leftovers.baseline_script(marker + 'b')}"  # and what runs
+        result = await environment.exec(script, timeout_sec=EXEC_MARGIN)
         fields = sh.status(_text(result), marker)
         if fields is None:
             raise SandboxError(f"the environment did not run oc-repl's setup: {_text(result).strip()[-300:]}")
@@ -166,6 +101,7 @@ class HarborSandbox:
             image_workdir=pwd or "/",
             terminal="script" not in missing,
             output_limit=output_limit,
+            baseline=leftovers.parse_baseline(_text(result), marker + "b"),
         )
 
     # --- plumbing ----------------------------------------------------------------------------------------------
@@ -284,6 +220,16 @@ class HarborSandbox:
         except Exception as exc:
             raise SandboxError(f"cannot copy {src} into the environment: {exc}") from exc
 
+    def stop_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
+        """Stop, in one exec, every process in the environment but what ran when the sandbox opened (pid 1 and the
+        environment's own machinery) and what runs this exec."""
+        marker = leftovers.token()
+        found = leftovers.parse(self.run_script(self.stop_script(marker, keep), user="root"), marker)
+        return [left for left in found if not sh.runs_a_command(left.command, self.directory)]
+
+    def stop_script(self, marker: str, keep: frozenset[int] = frozenset()) -> str:
+        return leftovers.script(marker, stop=True, keep=keep, baseline=self.baseline)
+
     def close(self) -> None:
         """Kill whatever every command of this sandbox left running, then remove its directory."""
         with contextlib.suppress(SandboxError):
@@ -293,9 +239,11 @@ class HarborSandbox:
         return sh.close(self.directory, kill_recorded('"$p"'))
 
     async def aclose(self) -> None:
-        """`close` from the loop itself, for when the worker could not be waited for."""
+        """`close` from the loop itself, for when the worker could not be waited for; every process it started is
+        stopped too, so the verifier still runs on a quiet environment."""
         with contextlib.suppress(Exception):
-            await self.env.exec(self.close_script(), timeout_sec=EXEC_MARGIN)
+            script = f"{self.stop_script(leftovers.token())}\n{self.close_script()}"
+            await self.env.exec(script, user="root", timeout_sec=EXEC_MARGIN)
 
 
 def _escapable(text: str) -> bool:

@@ -127,6 +127,16 @@ def start(
     return "\n".join(lines)
 
 
+def runs_a_command(command: str, directory: str) -> bool:
+    """Whether a process's command line (words joined by spaces) is one of this sandbox's runners, or the `script`
+    giving one a terminal: machinery, whose child is the model's command (reported as itself)."""
+    runner = re.escape(shlex.join(["bash", "-c", _RUNNER, "ocr", "@"])).replace(
+        "@", f"{re.escape(directory)}/[0-9a-f]+"
+    )
+    plain = re.escape(" ".join(["bash", "-c", _RUNNER, "ocr", "@"])).replace("@", f"{re.escape(directory)}/[0-9a-f]+")
+    return bool(re.fullmatch(plain, command) or re.fullmatch(rf"script -qfec exec {runner} /dev/null", command))
+
+
 def look(path: str, marker: str, *, wait: float, offset: int, half: int, consume: bool) -> str:
     return f"{_head(marker, path)}\n{_LOOK}\nocr_look {wait:.3f} {offset} {half} {int(consume)}"
 

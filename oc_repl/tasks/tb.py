@@ -51,7 +51,7 @@ def load_task_dir(path: Path) -> TaskDir:
 
 @dataclass
 class TaskVerifier:
-    """Copies run-tests.sh and tests/ to /tests after the agent and runs them; resolved = every test passed."""
+    """Copies run-tests.sh and tests/ to a fresh /tests after the agent and runs them; resolved = every test passed."""
 
     task: TaskDir
     cwd: str | None = None  # the image's WORKDIR
@@ -61,7 +61,8 @@ class TaskVerifier:
         return f"bash {TESTS_DEST}/run-tests.sh ({self.task.name})"
 
     def run(self, sandbox: Sandbox) -> VerifyCompleted:
-        sandbox.exec(f"mkdir -p {TESTS_DEST}", timeout=30, user="root")
+        # Whatever the agent left in /tests (a conftest.py of its own) goes: the tests run as the task ships them.
+        sandbox.exec(f"rm -rf {TESTS_DEST} && mkdir -p {TESTS_DEST}", timeout=30, user="root")
         sandbox.put(self.task.path / "run-tests.sh", f"{TESTS_DEST}/run-tests.sh")
         for item in sorted((self.task.path / "tests").iterdir()):  # flattened into /tests, as upstream does
             sandbox.put(item, f"{TESTS_DEST}/{item.name}")

@@ -55,7 +55,9 @@ class Verifier(Protocol):
 
 @dataclass
 class CommandVerifier:
-    """`--verify CMD` runs CMD in the sandbox; `--verify-file F` copies F in and runs it with bash."""
+    """`--verify CMD` runs CMD in the sandbox; `--verify-file F` copies F in and runs it with bash (`bash PATH`, so
+    a script that finds its own place through `$0` works). The copy is made when the verifier runs, after what the
+    agent left running was stopped: nothing of the agent's can rewrite it between the copy and the run."""
 
     command: str = ""
     file: Path | None = None

@@ -1,0 +1,169 @@
+"""What the agent left running, found and stopped before a verifier runs: one sh script, run as root in the sandbox
+(docker and Harbor's environments alike), and the reader of its report.
+
+The script sees every process through /proc with shell builtins only, so that its own helpers never show up among
+what it finds. Spared, never stopped: pid 1, the script itself and what runs it (its ancestors), the processes a
+driver names as its own machinery, and on an attached container those that existed when the sandbox attached (their
+pid and start time, `baseline_script`). Everything else is stopped with SIGSTOP first, scan after scan until no new
+process appears (a loop that forks cannot outrun it), then described (command line, working directory, open files),
+then killed. Processes the caller keeps (the protocol's own terminal) and their ancestors (its tmux server) are
+stopped like the rest but not reported: they are not evidence of anything the model did.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import secrets
+import shlex
+from collections.abc import Iterable
+
+from oc_repl.errors import SandboxError
+from oc_repl.types import Leftover
+
+MAX_ROUNDS = 50  # scans that find new processes; a fork bomb faster than SIGSTOP is beyond a sandbox's honesty
+MAX_FILES = 32  # open files named per process
+# Open files that say nothing: devices, /proc, and oc-repl's own pid directories (a command's output pipe).
+NOT_EVIDENCE = ("/dev/", "/proc/", "/tmp/.oc-repl")
+
+_SCAN = r"""
+ocr_scan() {
+  new=
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    case "$SPARE$T" in *" $p "*) continue ;; esac
+    read -r s < "$d/stat" || continue
+    set -- ${s##*) }
+    [ "$1" = Z ] && continue
+    case "$BASE" in *" $p:${20} "*) continue ;; esac
+    case "$KIDS" in *" $2 "*) continue ;; esac
+    case "$SESSION_KIDS" in *" $2 "*) [ "$4" = "$2" ] && continue ;; esac
+    new="$new$p "
+  done
+}
+"""
+
+_BODY = r"""
+i=0
+for f in $WAIT; do while [ ! -s "$f" ] && [ $i -lt 200 ]; do sleep 0.01; i=$((i + 1)); done; done
+p=$$
+while read -r s < "/proc/$p/stat"; do set -- ${s##*) }; p=$2; [ "$p" -gt 1 ] || break; SPARE="$SPARE$p "; done
+T=" " i=0
+while [ $i -lt MAX_ROUNDS ]; do
+  ocr_scan
+  [ -n "$new" ] || break
+  T="$T$new" i=$((i + 1))
+  [ "$STOP" = 1 ] || break
+  kill -STOP $new
+done
+K=" "
+for k in $KEEP; do
+  p=$k
+  while [ "$p" -gt 1 ] 2>/dev/null; do
+    K="$K$p "; read -r s < "/proc/$p/stat" || break; set -- ${s##*) }; p=$2
+  done
+done
+for p in $T; do
+  case "$K" in *" $p "*) continue ;; esac
+  [ -d "/proc/$p" ] || continue
+  c=$(base64 -w0 < "/proc/$p/cmdline"); w=$(readlink "/proc/$p/cwd" | base64 -w0)
+  f=$(for x in /proc/$p/fd/*; do readlink "$x"; done | base64 -w0)
+  echo "@@OCR:$M:p:$p:$c:$w:$f@@"
+done
+if [ "$STOP" = 1 ] && [ "$T" != " " ]; then
+  kill -KILL $T
+  i=0
+  while [ $i -lt 300 ]; do
+    left=
+    for p in $T; do read -r s < "/proc/$p/stat" || continue; set -- ${s##*) }; [ "$1" = Z ] || left=1; done
+    [ -n "$left" ] || break
+    sleep 0.01; i=$((i + 1))
+  done
+  [ -z "$left" ] || echo "@@OCR:$M:alive@@"
+fi
+echo "@@OCR:$M:done@@"
+""".replace("MAX_ROUNDS", str(MAX_ROUNDS))
+
+
+def token() -> str:
+    return secrets.token_hex(6)
+
+
+def _words(pids: Iterable[int | str]) -> str:
+    return " " + "".join(f"{p} " for p in pids)
+
+
+def script(
+    marker: str,
+    *,
+    stop: bool,
+    keep: Iterable[int] = (),
+    spare: Iterable[int] = (),
+    spare_children: Iterable[int] = (),
+    spare_session_children: Iterable[int] = (),
+    baseline: Iterable[str] = (),
+    started: Iterable[str] = (),
+) -> str:
+    """sh that stops (or, without `stop`, only lists) the processes the sandbox's commands left.
+
+    `started`: pid files of commands that may still be starting (an exec the daemon has not spawned yet), waited
+    for (2 s at most in all) so that none starts after the scan.
+
+    `spare`: pids never touched; `spare_children`: pids whose children are spared (a channel's idle server: its
+    launcher and relay); `spare_session_children`: pids whose children in their own session are spared (a busy server:
+    its relay, not the command it runs); `baseline`: "pid:starttime" of processes to leave alone.
+    """
+    values = {
+        "M": marker,
+        "STOP": "1" if stop else "0",
+        "SPARE": _words([1, "$$", *spare]),
+        "KIDS": _words(spare_children),
+        "SESSION_KIDS": _words(spare_session_children),
+        "BASE": _words(baseline),
+        "KEEP": " ".join(str(int(p)) for p in keep),
+    }
+    head = "exec 2>/dev/null\n" + "\n".join(f'{name}="{value}"' for name, value in values.items())
+    head += "\nWAIT=" + shlex.quote(" ".join(started))
+    return head + _SCAN + _BODY
+
+
+def baseline_script(marker: str) -> str:
+    """sh printing `@@OCR:<marker>:b:<pid>:<starttime>@@` for every process now running."""
+    return (
+        f'for d in /proc/[0-9]*; do read -r s < "$d/stat" 2>/dev/null || continue; set -- ${{s##*) }}; '
+        f'echo "@@OCR:{marker}:b:${{d#/proc/}}:${{20}}@@"; done'
+    )
+
+
+def parse_baseline(text: str, marker: str) -> list[str]:
+    return [f"{pid}:{start}" for pid, start in re.findall(rf"^@@OCR:{marker}:b:(\d+):(\d+)@@$", text, re.M)]
+
+
+def _decoded(field: str) -> str:
+    try:
+        return base64.b64decode(field).decode("utf-8", "replace")
+    except ValueError:
+        return ""
+
+
+def parse(text: str, marker: str) -> list[Leftover]:
+    """The processes the script reported; SandboxError when it did not finish (the sandbox may not be quiet)."""
+    if not re.search(rf"^@@OCR:{marker}:done@@$", text, re.M):
+        raise SandboxError(
+            f"the processes left in the sandbox could not be stopped: {text.strip()[-300:] or 'no output'}"
+        )
+    if re.search(rf"^@@OCR:{marker}:alive@@$", text, re.M):
+        raise SandboxError("processes left in the sandbox were still running after SIGKILL")
+    found = []
+    for pid, command, cwd, files in re.findall(rf"^@@OCR:{marker}:p:(\d+):([^:]*):([^:]*):([^:@]*)@@$", text, re.M):
+        argv = _decoded(command).rstrip("\0").split("\0")
+        held = [f for f in _decoded(files).splitlines() if f.startswith("/") and not f.startswith(NOT_EVIDENCE)]
+        found.append(
+            Leftover(
+                pid=int(pid),
+                command=" ".join(argv),
+                cwd=_decoded(cwd).strip("\n"),
+                files=sorted(set(held))[:MAX_FILES],
+            )
+        )
+    return found

@@ -1,0 +1,58 @@
+"""Tamper evidence on `local:` sandboxes: what the agent planted where the verifier runs makes the run `tampered`;
+what it left running is stopped before the verifier once the local driver can stop it (`stop_processes`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from oc_repl.sandbox.local import LocalSandbox
+from tests.conftest import run_cli
+from tests.docker_support import events_of
+from tests.test_cli import answer, base_args, exec_call
+from tests.test_tamper_docker import WATCHER, session_call
+
+needs_stop = pytest.mark.skipif(
+    not hasattr(LocalSandbox, "stop_processes"),
+    reason="the local: driver cannot stop what the agent left running yet (LocalSandbox has no stop_processes)",
+)
+CONFTEST = "printf 'def pytest_collection_modifyitems(items):\\n    items.clear()\\n' > conftest.py"
+
+
+def verdict(stdout: str) -> tuple[list, object]:
+    events = events_of(stdout)
+    return events, next(e for e in events if e.type == "verify.completed")
+
+
+def test_a_conftest_planted_where_the_verifier_runs_makes_a_local_run_tampered(serve, tmp_path):
+    work = tmp_path / "w"
+    server = serve({"replies": [exec_call(CONFTEST), answer("Done.")]})
+    proc = run_cli([*base_args(server, work, "--json", "--verify", "true"), "make it pass"], tmp_path, timeout=120)
+    assert proc.returncode == 8, proc.stderr
+    events, verify = verdict(proc.stdout)
+    assert events[-1].status == "tampered"
+    assert [(f.kind, f.path, f.affects_tests) for f in verify.findings] == [
+        ("import_hook", str(work / "conftest.py"), True)
+    ]
+
+
+@needs_stop
+def test_a_watcher_left_in_a_local_sandbox_is_stopped_and_the_run_tampered(serve, tmp_path):
+    check = tmp_path / "check.sh"
+    check.write_text("exit 1\n")
+    server = serve({"replies": [exec_call(WATCHER), answer("Done.")]})
+    args = base_args(server, tmp_path / "w", "--json", "--verify-file", str(check))
+    proc = run_cli([*args, "wait"], tmp_path, timeout=120)
+    assert proc.returncode == 8, proc.stderr
+    events, verify = verdict(proc.stdout)
+    assert verify.processes_stopped and not verify.passed
+    assert [f.kind for f in verify.findings if f.affects_tests] == ["process"]
+
+
+@needs_stop
+def test_a_session_left_open_in_a_local_sandbox_is_noted_and_the_run_verified(serve, tmp_path):
+    server = serve({"replies": [session_call("sleep 600"), answer("Done.")]})
+    proc = run_cli([*base_args(server, tmp_path / "w", "--json", "--verify", "true"), "wait"], tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    events, verify = verdict(proc.stdout)
+    assert events[-1].status == "verified" and verify.processes_stopped
+    assert [(f.kind, f.path, f.affects_tests) for f in verify.findings] == [("process", "sleep 600", False)]
