@@ -1,20 +1,13 @@
 """Tamper evidence on `local:` sandboxes: what the agent planted where the verifier runs makes the run `tampered`;
-what it left running is stopped before the verifier once the local driver can stop it (`stop_processes`)."""
+what it left running is stopped before the verifier."""
 
 from __future__ import annotations
 
-import pytest
-
-from oc_repl.sandbox.local import LocalSandbox
 from tests.conftest import run_cli
 from tests.docker_support import events_of
 from tests.test_cli import answer, base_args, exec_call
 from tests.test_tamper_docker import WATCHER, session_call
 
-needs_stop = pytest.mark.skipif(
-    not hasattr(LocalSandbox, "stop_processes"),
-    reason="the local: driver cannot stop what the agent left running yet (LocalSandbox has no stop_processes)",
-)
 CONFTEST = "printf 'def pytest_collection_modifyitems(items):\\n    items.clear()\\n' > conftest.py"
 
 
@@ -35,7 +28,6 @@ def test_a_conftest_planted_where_the_verifier_runs_makes_a_local_run_tampered(s
     ]
 
 
-@needs_stop
 def test_a_watcher_left_in_a_local_sandbox_is_stopped_and_the_run_tampered(serve, tmp_path):
     check = tmp_path / "check.sh"
     check.write_text("exit 1\n")
@@ -48,11 +40,12 @@ def test_a_watcher_left_in_a_local_sandbox_is_stopped_and_the_run_tampered(serve
     assert [f.kind for f in verify.findings if f.affects_tests] == ["process"]
 
 
-@needs_stop
 def test_a_session_left_open_in_a_local_sandbox_is_noted_and_the_run_verified(serve, tmp_path):
     server = serve({"replies": [session_call("sleep 600"), answer("Done.")]})
     proc = run_cli([*base_args(server, tmp_path / "w", "--json", "--verify", "true"), "wait"], tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
     events, verify = verdict(proc.stdout)
     assert events[-1].status == "verified" and verify.processes_stopped
-    assert [(f.kind, f.path, f.affects_tests) for f in verify.findings] == [("process", "sleep 600", False)]
+    # named as it runs when it was stopped: its shell may not have handed over to sleep yet
+    [found] = verify.findings
+    assert (found.kind, found.affects_tests) == ("process", False) and found.path in ("sleep 600", "bash -c sleep 600")

@@ -35,7 +35,8 @@ STOP_WITHIN = 5.0  # seconds to go on killing while processes still appear
 _FORGET_FDS = {"/dev/null", "/dev/tty", "/dev/ptmx"}
 
 channel = devnull = None  # set by main()
-leaders = set()  # commands whose end the client waits for
+own_command = ""
+leaders = {}  # the commands whose end the client waits for: pid -> the command line they were started with
 
 
 def send(message, fds=()):
@@ -55,7 +56,7 @@ def reap():
         if pid == 0:
             return
         if pid in leaders:
-            leaders.discard(pid)
+            del leaders[pid]
             send({"op": "exit", "pid": pid, "code": os.waitstatus_to_exitcode(status)})
 
 
@@ -102,14 +103,14 @@ def spawn(request, fds):
         raise
     if pid == 0:
         child(argv, env, cwd, stdio, tty)
-    leaders.add(pid)
+    leaders[pid] = " ".join(request["argv"])
     for fd in fds if slave is None else [slave, *fds]:
         os.close(fd)
     return {"pid": pid}, ([master] if master is not None else [])
 
 
 def processes():
-    """(pid, process group, session) of every process of the namespace but this one, zombies left out."""
+    """(pid, parent, process group, session) of every process of the namespace but this one, zombies left out."""
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or name == "1":
@@ -120,7 +121,7 @@ def processes():
         except OSError:
             continue
         if len(fields) > 3 and fields[0] != "Z":
-            found.append((int(name), int(fields[2]), int(fields[3])))
+            found.append((int(name), int(fields[1]), int(fields[2]), int(fields[3])))
     return found
 
 
@@ -128,7 +129,7 @@ def kill(request, fds):
     leader = request["pid"]
     with contextlib.suppress(OSError):
         os.killpg(leader, signal.SIGKILL)
-    for pid, group, session in processes():  # an interactive shell gives each job a group of its own
+    for pid, _parent, group, session in processes():  # an interactive shell gives each job a group of its own
         if leader in (group, session):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
@@ -141,6 +142,8 @@ def described(pid):
             command = f.read().rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return None
+    if pid in leaders and command == own_command:  # forked, not yet running what it was started for
+        command = leaders[pid]
     try:
         cwd = os.readlink(f"/proc/{pid}/cwd")
     except OSError:
@@ -160,9 +163,16 @@ def described(pid):
 
 
 def stop(request, fds):
-    """Every process but this one: described (unless kept), then killed, until none is left."""
-    keep = set(request.get("keep", []))
-    found = [d for d in (described(pid) for pid, _, _ in processes() if pid not in keep) if d is not None]
+    """Every process but this one: described (unless kept: those given and their ancestors), then killed, until
+    none is left."""
+    running = processes()
+    parents = {pid: parent for pid, parent, _, _ in running}
+    keep = set()
+    for pid in request.get("keep", []):
+        while pid in parents and pid not in keep:
+            keep.add(pid)
+            pid = parents[pid]
+    found = [d for d in (described(pid) for pid in parents if pid not in keep) if d is not None]
     deadline = time.monotonic() + STOP_WITHIN
     while processes() and time.monotonic() < deadline:
         with contextlib.suppress(OSError):
@@ -226,13 +236,15 @@ def handle(data, fds):
 
 
 def main():
-    global channel, devnull
+    global channel, devnull, own_command
     ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0, before any command exists
     os.close(int(sys.argv[1]))  # the file this program was read from
     settings = json.loads(sys.argv[2])
     channel = socket.socket(fileno=settings["channel"])
     os.set_inheritable(settings["channel"], False)
     devnull = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)
+    with open("/proc/self/cmdline", "rb") as f:
+        own_command = f.read().rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
     if settings.get("processes"):
         import resource
 
