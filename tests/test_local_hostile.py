@@ -317,8 +317,14 @@ def test_a_busy_sandbox_is_stopped_and_reported_process_by_process(box: LocalSan
     nap = unique_sleep()
     run(box, f"cd /tmp; setsid sleep {nap} >/dev/null 2>&1 &")
     run(box, f"exec 3>/tmp/held; sleep {nap} >/dev/null 2>&1 &")
+
+    def sleeping() -> int:  # those running sleep itself: `setsid sleep` has not always handed over yet
+        return sum(
+            Path(f"/proc/{pid}/cmdline").read_bytes() == f"sleep\0{nap}\0".encode() for pid in processes_with(nap)
+        )
+
     deadline = time.monotonic() + 20
-    while len(processes_with(nap)) < 2 and time.monotonic() < deadline:
+    while sleeping() < 2 and time.monotonic() < deadline:
         time.sleep(0.02)
     found = box.stop_processes()
     assert sorted((f.command, f.cwd, f.files) for f in found) == [

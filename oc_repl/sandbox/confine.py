@@ -15,7 +15,9 @@ socket to this process closes.
 from __future__ import annotations
 
 import json
+import marshal
 import os
+import select
 import shutil
 import signal
 import socket
@@ -54,6 +56,21 @@ def init_program() -> bytes:
 # sandbox when the *thread* that started it ends, and starting it off the caller's thread lets the caller do other
 # work while bubblewrap sets up (the layout takes a few milliseconds to read, the namespaces longer).
 _LAUNCHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="oc-repl-confine")
+
+
+def _read_report(report: IO[bytes]) -> dict:
+    """bubblewrap's JSON report, read as soon as it is whole (bubblewrap keeps the pipe open while it runs)."""
+    data = b""
+    decoder = json.JSONDecoder()
+    while select.select([report], [], [], START_TIMEOUT)[0]:
+        chunk = os.read(report.fileno(), 4096)
+        if not chunk:
+            break
+        data += chunk
+        with suppress(ValueError):
+            found, _ = decoder.raw_decode(data.decode("utf-8", "replace").strip())
+            return found if isinstance(found, dict) else {}
+    return {}
 
 
 def check() -> tuple[bool, str]:
@@ -95,7 +112,6 @@ class Confinement:
         self.cgroup: sandbox_limits.SandboxCgroup | None = None
         self.channel: InitChannel | None = None  # type: ignore[assignment]
         self._pidfd: int | None = None
-        self._info: IO[bytes] | None = None
         self._entered = False
         self._lock = threading.Lock()
         # Found once, by our own PATH (a command's environment may name another, or none), and at once: a missing
@@ -113,7 +129,7 @@ class Confinement:
         try:
             for attempt in range(1, START_ATTEMPTS + 1):
                 try:
-                    self._started.result()
+                    self._started.result(START_TIMEOUT)
                     self._finish()
                     break
                 except ConfinementUnavailable as exc:
@@ -133,50 +149,50 @@ class Confinement:
         argv += [] if self.network else ["--unshare-net"]
         argv += mounts
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        # The report goes to a file, not a pipe: bubblewrap writes it before the sandbox's first process goes on, and a
-        # pipe whose reader went away (a run that ended, or was killed, before it looked) would kill bubblewrap there.
-        info = tempfile.TemporaryFile()  # noqa: SIM115 (kept open until ready() reads it)
-        settings = json.dumps({"channel": theirs.fileno(), "processes": self.limits.processes})
+        # bubblewrap reports the first process's pid before it lets that process go on. The report is read here, at
+        # once, on the thread that lives as long as this process: so the sandbox's cgroup is joined while its first
+        # process starts, and the reader never goes away before bubblewrap has written (a closed pipe would kill it
+        # there, its half-made sandbox waiting on it).
+        info_read, info_write = os.pipe()
+        settings = marshal.dumps({"channel": theirs.fileno(), "processes": self.limits.processes}).hex()
         program = os.memfd_create("oc-repl-init", 0)
         os.write(program, init_program())
         try:
             self._bwrap = subprocess.Popen(
-                [*argv, "--info-fd", str(info.fileno()), "--", python, "-I", "-S", "-c", BOOT, str(program), settings],
+                [*argv, "--info-fd", str(info_write), "--", python, "-I", "-S", "-c", BOOT, str(program), settings],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
-                pass_fds=[info.fileno(), theirs.fileno(), program],
+                pass_fds=[info_write, theirs.fileno(), program],
                 cwd="/",
                 env={"PATH": local_view.DEFAULT_PATH},
                 start_new_session=True,
             )
         except OSError as exc:
-            info.close()
+            os.close(info_read)
             ours.close()
             raise ConfinementUnavailable(f"cannot start bubblewrap: {exc}") from exc
         finally:
+            for fd in (info_write, program):
+                os.close(fd)
             theirs.close()
-            os.close(program)
-        self._info = info
         self.channel = InitChannel(ours, name=f"oc-repl-init-{self._bwrap.pid}")
+        with os.fdopen(info_read, "rb") as report:
+            info = _read_report(report)
+        if isinstance(info.get("child-pid"), int):  # else bubblewrap failed, and ready() says why
+            self._pin(info)
+            self.cgroup = sandbox_limits.SandboxCgroup.create(f"{client_id()}-{self._bwrap.pid}", self.limits)
+            if self.cgroup is not None:
+                self.cgroup.add(info["child-pid"])
 
     def _finish(self) -> None:
-        assert self.channel is not None and self._info is not None
+        assert self.channel is not None
         if not self.channel.wait_ready(START_TIMEOUT, alive=lambda: self._bwrap.poll() is None):
             raise ConfinementUnavailable(f"bubblewrap cannot confine the sandbox: {self._failure()}")
-        info_file, self._info = self._info, None
-        with info_file:
-            info_file.seek(0)
-            info = json.loads(info_file.read() or b"{}")
         assert self._bwrap.stderr is not None
         self._bwrap.stderr.close()
-        try:
-            self._pin(info)
-        except OSError as exc:
-            raise ConfinementUnavailable(f"cannot reach the sandbox's first process: {exc}") from exc
-        self.cgroup = sandbox_limits.SandboxCgroup.create(f"{client_id()}-{self._bwrap.pid}", self.limits)
-        if self.cgroup is not None:
-            self.cgroup.add(info["child-pid"])
+        if self._pidfd is None:
+            raise ConfinementUnavailable("bubblewrap did not say which process is the sandbox's first")
 
     def _pin(self, info: dict) -> None:
         """A pidfd of the first process, proven to be it: its pid namespace is the one bubblewrap reported."""
@@ -211,7 +227,7 @@ class Confinement:
     def _end(self) -> None:
         """Kill the first process (and with it the namespace) and let go of bubblewrap."""
         with suppress(Exception):  # a start that failed left nothing to end
-            self._started.result()
+            self._started.result(START_TIMEOUT)
         with self._lock:
             pidfd, self._pidfd = self._pidfd, None
         bwrap = getattr(self, "_bwrap", None)
@@ -232,9 +248,6 @@ class Confinement:
                 bwrap.wait()
             if bwrap.stderr is not None:
                 bwrap.stderr.close()
-        if self._info is not None:
-            self._info.close()
-            self._info = None
 
     def close(self) -> None:
         """End every process of the sandbox (whether it got ready or not) and remove its cgroup."""

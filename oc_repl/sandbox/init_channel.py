@@ -4,12 +4,15 @@ socket, the end of each command as it reports it, and the processes it starts fo
 One thread reads the socket for the whole sandbox and hands each answer to the request waiting for it and each end
 to the process it belongs to; requests may come from any thread. The first process is inside the sandbox: what it
 sends is checked for shape like any input, and a request it does not answer in time is a sandbox error, never a hang.
+Messages are marshalled (the first process loads no JSON module, which would cost every sandbox's start): the stream
+is made by oc-repl's own code on either side, which no process of the sandbox can trace, signal or replace; the
+strings in it that the model chose (command lines, paths) are values, never code.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
+import marshal
 import os
 import socket
 import threading
@@ -74,7 +77,7 @@ class InitChannel:
                 raise SandboxLost("the confined sandbox has ended")
             ident = next(self._ids)
             self._pending[ident] = answer
-        data = json.dumps({"op": op, "id": ident, **fields}).encode()
+        data = marshal.dumps({"op": op, "id": ident, **fields})
         try:
             with self._send_lock:
                 if fds:
@@ -117,9 +120,9 @@ class InitChannel:
             if not data:
                 break
             try:
-                message = json.loads(data)
+                message = marshal.loads(data)
                 op, ident = message.get("op"), message.get("id")
-            except (ValueError, AttributeError):
+            except (ValueError, EOFError, TypeError, AttributeError):
                 message, op, ident = None, None, None
             if op == "ready":
                 self._ready.set()

@@ -5,34 +5,31 @@ when told. Whatever it does happens inside the confinement, with the sandbox's o
 credentials: a file the client writes is opened here, so no link or directory the model swaps in can lead the write
 anywhere a command could not write itself. Commands it starts inherit its limits and its cgroup.
 
-It runs as `python -I -S -c BOOT FD SETTINGS` (BOOT reads this file's text from FD; SETTINGS is JSON), where nothing
-of oc-repl is importable: the standard library only. It talks to the client over one SOCK_SEQPACKET socket (its
-number is in SETTINGS): each request is a JSON object, file descriptors passed beside it; each answer carries the
-request's `id`; `{"op": "exit"}` messages report the end of commands. When the client goes (the socket closes) it
-exits, and the kernel kills every process of the namespace with it. It is not dumpable: no process of the sandbox may
-trace it, read its memory or open its file descriptors, and as pid 1 it gets no signal from inside that it does not
-handle.
+It runs as `python -I -S -c BOOT FD SETTINGS` (BOOT reads this file's text from FD; SETTINGS is a marshalled dict, in
+hex), where nothing of oc-repl is importable. It uses the interpreter's built-in C modules only (`_socket`, `_signal`
+and the like rather than the Python modules over them, which would cost a sandbox's start tens of milliseconds). It
+talks to the client over one SOCK_SEQPACKET socket: each request is a marshalled dict, file descriptors passed beside
+it; each answer carries the request's `id`; `{"op": "exit"}` messages report the end of commands. When the client goes
+(the socket closes) it exits, and the kernel kills every process of the namespace with it. It is not dumpable: no
+process of the sandbox may trace it, read its memory or open its file descriptors, and as pid 1 it gets no signal from
+inside that it does not handle.
 """
 
-import contextlib
-import ctypes
+import _signal
+import _socket
+import array
 import errno
 import fcntl
-import json
+import marshal
 import os
 import select
-import signal
-import socket
-import stat
-import struct
 import sys
-import termios
-import time
 
 MAX_MESSAGE = 1 << 20
 MAX_FDS = 16
 STOP_WITHIN = 5.0  # seconds to go on killing while processes still appear
 _FORGET_FDS = {"/dev/null", "/dev/tty", "/dev/ptmx"}
+_S_IFMT, _S_IFREG, _S_IFDIR = 0o170000, 0o100000, 0o040000
 
 channel = devnull = None  # set by main()
 own_command = ""
@@ -40,11 +37,29 @@ leaders = {}  # the commands whose end the client waits for: pid -> the command 
 
 
 def send(message, fds=()):
-    data = json.dumps(message).encode()
-    if fds:
-        socket.send_fds(channel, [data], list(fds))
-    else:
-        channel.send(data)
+    data = marshal.dumps(message)
+    ancillary = [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+    channel.sendmsg([data], ancillary)
+
+
+def receive():
+    """The next request and the file descriptors that came with it (made close-on-exec), or (None, [])."""
+    data, ancillary, _flags, _addr = channel.recvmsg(MAX_MESSAGE, _socket.CMSG_SPACE(MAX_FDS * 4))
+    fds = array.array("i")
+    for level, kind, payload in ancillary:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+    for fd in fds:  # a command must not inherit what it was not given
+        os.set_inheritable(fd, False)
+    return (marshal.loads(data) if data else None), list(fds)
+
+
+def quietly(call, *args):
+    """`call(*args)`, an OSError ignored (contextlib is a Python module this process does not load)."""
+    try:
+        call(*args)
+    except OSError:  # noqa: SIM105
+        return
 
 
 def reap():
@@ -68,11 +83,15 @@ def child(argv, env, cwd, stdio, tty):
         for target, fd in enumerate(high):
             os.dup2(fd, target)
         if tty:
+            import termios
+
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-        for sig in range(1, signal.NSIG):
-            with contextlib.suppress(OSError, ValueError, RuntimeError):
-                signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        for sig in range(1, _signal.NSIG):
+            try:
+                _signal.signal(sig, _signal.SIG_DFL)
+            except (OSError, ValueError, RuntimeError):
+                continue
+        _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
         os.chdir(cwd)
         os.execvpe(argv[0], argv, env)
     except OSError as exc:
@@ -90,6 +109,9 @@ def spawn(request, fds):
     master = slave = None
     try:
         if tty:
+            import struct
+            import termios
+
             master, slave = os.openpty()
             fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
             stdio = [slave, slave, slave, *fds]
@@ -127,19 +149,21 @@ def processes():
 
 def kill(request, fds):
     leader = request["pid"]
-    with contextlib.suppress(OSError):
-        os.killpg(leader, signal.SIGKILL)
+    quietly(os.killpg, leader, _signal.SIGKILL)
     for pid, _parent, group, session in processes():  # an interactive shell gives each job a group of its own
         if leader in (group, session):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+            quietly(os.kill, pid, _signal.SIGKILL)
     return {}, []
+
+
+def command_line(pid):
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
 
 
 def described(pid):
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            command = f.read().rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
+        command = command_line(pid)
     except OSError:
         return None
     if pid in leaders and command == own_command:  # forked, not yet running what it was started for
@@ -148,7 +172,7 @@ def described(pid):
         cwd = os.readlink(f"/proc/{pid}/cwd")
     except OSError:
         cwd = ""
-    files = []
+    files = set()
     try:
         for fd in os.listdir(f"/proc/{pid}/fd"):
             try:
@@ -156,17 +180,18 @@ def described(pid):
             except OSError:
                 continue
             if target.startswith("/") and target not in _FORGET_FDS and not target.startswith("/dev/pts/"):
-                files.append(target)
+                files.add(target)
     except OSError:
         pass
-    return {"pid": pid, "command": command, "cwd": cwd, "files": sorted(set(files))}
+    return {"pid": pid, "command": command, "cwd": cwd, "files": sorted(files)}
 
 
 def stop(request, fds):
     """Every process but this one: described (unless kept: those given and their ancestors), then killed, until
     none is left."""
-    running = processes()
-    parents = {pid: parent for pid, parent, _, _ in running}
+    import time
+
+    parents = {pid: parent for pid, parent, _, _ in processes()}
     keep = set()
     for pid in request.get("keep", []):
         while pid in parents and pid not in keep:
@@ -175,8 +200,7 @@ def stop(request, fds):
     found = [d for d in (described(pid) for pid in parents if pid not in keep) if d is not None]
     deadline = time.monotonic() + STOP_WITHIN
     while processes() and time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            os.kill(-1, signal.SIGKILL)  # from pid 1: every process of the namespace but itself
+        quietly(os.kill, -1, _signal.SIGKILL)  # from pid 1: every process of the namespace but itself
         time.sleep(0.005)
         reap()
     return {"found": found, "left": len(processes())}, []
@@ -194,10 +218,10 @@ def open_file(request, fds):
         if exc.errno == errno.ENXIO:  # a FIFO nobody reads
             return {"error": f"{path} is not a regular file", "errno": errno.EINVAL}, []
         raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    if os.fstat(fd).st_mode & _S_IFMT != _S_IFREG:
         os.close(fd)
         return {"error": f"{path} is not a regular file", "errno": errno.EINVAL}, []
-    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    os.set_blocking(fd, True)
     return {}, [fd]
 
 
@@ -208,17 +232,16 @@ def make_dir(request, fds):
 
 def kind(request, fds):
     try:
-        mode = os.stat(request["path"]).st_mode
+        mode = os.stat(request["path"]).st_mode & _S_IFMT
     except FileNotFoundError:
         return {"kind": "none"}, []
-    return {"kind": "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"}, []
+    return {"kind": "dir" if mode == _S_IFDIR else "file" if mode == _S_IFREG else "other"}, []
 
 
 HANDLERS = {"spawn": spawn, "kill": kill, "stop": stop, "open": open_file, "mkdir": make_dir, "kind": kind}
 
 
-def handle(data, fds):
-    request = json.loads(data)
+def handle(request, fds):
     try:
         answer, out = HANDLERS[request["op"]](request, fds)
     except OSError as exc:
@@ -227,8 +250,7 @@ def handle(data, fds):
             why += " (this sandbox may write only in its directory and /tmp)"
         answer, out = {"error": why, "errno": exc.errno}, []
         for fd in fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            quietly(os.close, fd)
     answer["id"] = request["id"]
     send(answer, out)
     for fd in out:
@@ -237,22 +259,23 @@ def handle(data, fds):
 
 def main():
     global channel, devnull, own_command
-    ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0, before any command exists
     os.close(int(sys.argv[1]))  # the file this program was read from
-    settings = json.loads(sys.argv[2])
-    channel = socket.socket(fileno=settings["channel"])
+    settings = marshal.loads(bytes.fromhex(sys.argv[2]))
+    channel = _socket.socket(fileno=settings["channel"])
     os.set_inheritable(settings["channel"], False)
     devnull = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)
-    with open("/proc/self/cmdline", "rb") as f:
-        own_command = f.read().rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
     if settings.get("processes"):
         import resource
 
         resource.setrlimit(resource.RLIMIT_NPROC, (settings["processes"], settings["processes"]))
     wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-    signal.set_wakeup_fd(wake_write)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
+    _signal.set_wakeup_fd(wake_write)
+    _signal.signal(_signal.SIGCHLD, lambda *_: None)
     send({"op": "ready"})
+    import ctypes  # after `ready`, while the client goes on: no command runs before the first request is read
+
+    ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0, before any command exists
+    own_command = command_line(os.getpid())
     while True:
         readable, _, _ = select.select([channel, wake_read], [], [])
         if wake_read in readable:
@@ -264,12 +287,10 @@ def main():
                     break
             reap()
         if channel in readable:
-            data, fds, _flags, _addr = socket.recv_fds(channel, MAX_MESSAGE, MAX_FDS)
-            if not data:
+            request, fds = receive()
+            if request is None:
                 return
-            for fd in fds:  # recv_fds takes no MSG_CMSG_CLOEXEC: a command must not inherit what it was not given
-                os.set_inheritable(fd, False)
-            handle(data, fds)
+            handle(request, fds)
 
 
 if __name__ == "__main__":

@@ -55,8 +55,11 @@ def refuse_exposing(root: Path) -> None:
         )
 
 
-def _inside(path: Path, places: list[Path]) -> bool:
-    return any(path == place or place in path.parents for place in places)
+def _inside(path: Path | str, places: list[Path]) -> bool:
+    """Whether `path` (absolute and normalised) is one of `places` or lies in one: by its text, which is what costs
+    nothing (a sandbox's start checks every socket of the host)."""
+    text = str(path)
+    return any(text == str(place) or text.startswith(str(place).rstrip("/") + "/") for place in places)
 
 
 def _host_sockets(skip: list[Path]) -> list[str]:
@@ -66,11 +69,15 @@ def _host_sockets(skip: list[Path]) -> list[str]:
     except OSError:
         return []
     found = set()
+    folders: dict[str, str] = {}
     for line in lines:
         fields = line.split(None, 7)
         if len(fields) == 8 and fields[7].startswith("/"):
             # where it is, not how it was named when bound (/var/run/x is /run/x)
-            path = Path(os.path.realpath(os.path.dirname(fields[7]))) / os.path.basename(fields[7])
+            folder = os.path.dirname(fields[7])
+            if folder not in folders:
+                folders[folder] = os.path.realpath(folder)
+            path = os.path.join(folders[folder], os.path.basename(fields[7]))
             if not _inside(path, skip):
                 found.add(path)
     sockets = []
