@@ -125,3 +125,17 @@ def json_error(text: str) -> json.JSONDecodeError:
     except json.JSONDecodeError as exc:
         return exc
     raise AssertionError(f"{text!r} parses")
+
+
+def test_a_native_call_without_arguments_runs_with_none_and_the_tool_says_what_is_missing(serve, tmp_path):
+    call = {"id": "call_1", "type": "function", "function": {"name": "shell_exec", "arguments": None}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    reply = {"raw_body": {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]}}
+    server = serve({"replies": [reply, answer("Then I stop.")]})
+    transcript = tmp_path / "t.jsonl"
+    proc = run_cli(base_args(server, tmp_path / "w", "--no-stream", "--transcript", str(transcript), "look"), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (ran,) = [e["item"] for e in read_jsonl(transcript) if e["type"] == "item.completed"][:1]
+    assert ran["type"] == "command_execution" and ran["status"] == "failed"
+    missing = M.render("typeerror.missing_many", tool=M.render("qualname", tool="shell_exec"), count=2, names="")
+    assert missing.split(":")[0] in told(server) and "'id' and 'command'" in told(server)
