@@ -53,6 +53,7 @@ BENCHES = [
     Bench("local_confine", "local_confine.py", quick=("--runs", "10")),
     Bench("output_memory", "output_memory.py", quick=("--gigabytes", "0.05")),
     Bench("terminus_wait", "terminus_wait.py", quick=("--commands", "3"), needs=("tmux",)),
+    Bench("pty_render", "pty_render.py", quick=("--megabytes", "0.3")),
     Bench(
         "terminus_docker",
         "terminus_wait.py",

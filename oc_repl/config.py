@@ -52,6 +52,9 @@ class RunSettings:
     workdir: str | None = None
     docker_network: str | None = None
     keep: bool = False
+    # every sandbox oc-repl makes: a local: one (a cgroup, else rlimits) and each container it creates
+    max_processes: int = _number(4096, ge=16, le=4194304)
+    memory_mb: int = _number(4096, ge=64, le=1 << 24)  # swap included
     task: Path | None = None
     image: str | None = None
     observation_limit: int | None = _number(None, ge=0)

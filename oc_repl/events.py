@@ -117,6 +117,19 @@ class AssetInfo(Record):
 
 
 @event
+class Isolation(Record):
+    """What holds the model's commands in, as in force when the thread starts, whatever set it (a flag, the
+    environment, the config file, a fallback). Empty fields: not known (a thread without a sandbox)."""
+
+    confinement: str = ""  # bubblewrap | none (commands run as the user, on this host) | container | harbor
+    network: str = ""  # none | host | bridge | a docker network's name | harbor's mode (public, allowlist)
+    limits: str = ""  # oc-repl (set on what it created) | container (an attached one's own) | harbor | none
+    max_processes: int | None = None  # None: no such limit
+    memory_mb: int | None = None  # memory, swap included
+    cpus: float | None = None
+
+
+@event
 class UsageInfo(Record):
     """Token counts of one turn, as the server reported them."""
 
@@ -162,6 +175,7 @@ class ThreadStarted(Record):
     assets: list[AssetInfo] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)
     attempt: int = 1  # with `run --attempts N`: which of the attempts this thread is
+    isolation: Isolation = field(default_factory=Isolation)  # the sandbox's confinement, network and limits
 
 
 @event

@@ -65,7 +65,8 @@ def _consent(settings: RunSettings) -> None:
     if not settings.sandbox.startswith("local:") or settings.yes:
         return
     where = settings.sandbox.removeprefix("local:")
-    how = "confined to it (the rest of the host read-only, no network)" if settings.confine else "UNCONFINED"
+    network = "the network on" if settings.network else "no network"
+    how = f"confined to it (the rest of the host read-only, {network})" if settings.confine else "UNCONFINED"
     if sys.stdin.isatty() and ask_consent(f"Let the model run commands on this host in {where}, {how}?"):
         return
     raise UsageError(
@@ -106,7 +107,13 @@ def _started(sandbox: Sandbox, meanwhile: Callable[[], None] | None) -> Sandbox:
 
 def _sandbox_options(settings: RunSettings) -> dict[str, Any]:
     if settings.sandbox.startswith("docker-image:"):
-        options = {"workdir": settings.workdir, "network": settings.docker_network, "keep": settings.keep}
+        options = {
+            "workdir": settings.workdir,
+            "network": settings.docker_network,
+            "keep": settings.keep,
+            "max_processes": settings.max_processes,
+            "memory_mb": settings.memory_mb,
+        }
         if settings.timeout:  # else the driver's default (a day): long enough for a working session in the shell
             from oc_repl.sandbox.docker_lifetime import for_run
 
@@ -359,6 +366,8 @@ class Session:
     def _thread_started(
         self, model: str, task: Task, sandbox: Sandbox | None, protocol: AgentProtocol
     ) -> ev.ThreadStarted:
+        from oc_repl.sandbox.isolation import isolation_of
+
         s = self.settings
         return ev.ThreadStarted(
             thread_id=self.thread_id,
@@ -379,4 +388,5 @@ class Session:
                 "follow_up": self.tasks_run > 0,
             },
             attempt=self.attempt,
+            isolation=isolation_of(sandbox) if sandbox is not None else ev.Isolation(),
         )

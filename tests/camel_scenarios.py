@@ -181,6 +181,15 @@ SCENARIOS: list[tuple[str, list[tuple[str, dict[str, Any]]], str | None]] = [
         ],
         None,
     ),
+    (
+        "a NUL byte in a path",
+        [
+            ("shell_write_content_to_file", {"content": "x", "file_path": "/workspace/a\0b"}),
+            ("shell_write_content_to_file", {"content": "x", "file_path": "d\0/x.txt"}),
+            ("shell_exec", {"id": "a", "command": "test -e /workspace/a || echo no a; test -e /d || echo no d"}),
+        ],
+        None,
+    ),
     ("the default timeout", [("shell_exec", {"id": "d", "command": "sleep 30"})], None),
     (
         "4000 lines of output",

@@ -77,6 +77,18 @@ def container_factory(client: Any) -> Iterator[Callable[..., Any]]:
             container.remove(force=True)
 
 
+@pytest.fixture(scope="module", name="docker_client")
+def docker_client_fixture() -> Iterator[Any]:
+    """A module's docker client (imported into the module that uses it)."""
+    yield from docker_session()
+
+
+@pytest.fixture(name="own_container")
+def own_container_fixture(docker_client: Any) -> Iterator[Callable[..., Any]]:
+    """Attach-mode containers of the test's own (see `container_factory`)."""
+    yield from container_factory(docker_client)
+
+
 def live_processes(container: Any) -> list[str]:
     """Command lines of the container's processes, zombies left out: `sleep infinity` as PID 1 reaps nothing."""
     out = container.exec_run(["ps", "-eo", "stat=,args="]).output.decode()

@@ -72,6 +72,9 @@ def test_14_harbor_run_rewards_a_correct_solution_with_1(serve, tmp_path):
     found = events(trial)
     assert found[0]["type"] == "thread.started" and found[0]["task_name"] == "write-hi"
     assert found[0]["sandbox"] == "harbor:docker"
+    # what holds the commands in is Harbor's: its environment, the task's network policy (no-network), its limits
+    isolation = found[0]["isolation"]
+    assert (isolation["confinement"], isolation["network"], isolation["limits"]) == ("harbor", "none", "harbor")
     assert found[-1]["type"] == "thread.completed" and found[-1]["status"] == "done"
     assert not any(e["type"] == "verify.completed" for e in found)  # Harbor judges; oc-repl's verifier never ran
     # token and turn counts reach Harbor's agent context, and from there its job totals

@@ -22,7 +22,7 @@ import pytest
 
 pytest.importorskip("harbor")
 
-from oc_repl.errors import Deadline, SandboxLost  # noqa: E402
+from oc_repl.errors import Deadline, SandboxError, SandboxLost  # noqa: E402
 from oc_repl.protocols.camel_tools import ToolCallError  # noqa: E402
 from oc_repl.sandbox import harbor_env  # noqa: E402
 from oc_repl.sandbox.docker import DockerImageSandbox  # noqa: E402
@@ -162,6 +162,12 @@ def test_14_write_and_read_files_as_the_agents_user(box):
     big = bytes(range(256)) * 1024  # over what one exec carries inline: staged by Harbor's upload_file
     box.write_file("/tmp/big.bin", big)
     assert box.read_file("/tmp/big.bin") == big
+
+
+def test_a_command_holding_a_nul_byte_is_refused_not_run_without_it(box):
+    with pytest.raises(SandboxError, match="embedded null byte"):
+        box.exec("echo a\0b > /tmp/nul-ran", timeout=30)
+    assert box.exec("ls /tmp/nul-ran* 2>&1", timeout=30).exit_code != 0
 
 
 def test_14_long_command_goes_through_a_file(box):

@@ -34,6 +34,18 @@ def run(box: LocalSandbox, command: str) -> tuple[int | None, str]:
     return result.exit_code, result.output.decode("utf-8", "replace")
 
 
+BWRAP_SAYS = "bwrap: setting up uid map: Permission denied"
+
+
+def failing_bwrap(tmp_path: Path) -> Path:
+    """A folder whose bwrap fails as bubblewrap does where it cannot run (no user namespaces, say)."""
+    fake = tmp_path / "bin" / "bwrap"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\necho '{BWRAP_SAYS}' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    return fake.parent
+
+
 def test_check_says_why_confinement_is_impossible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     assert confine.check() == (True, "bubblewrap confines local: sandboxes")
     monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap
@@ -43,13 +55,8 @@ def test_check_says_why_confinement_is_impossible(tmp_path: Path, monkeypatch: p
         LocalSandbox(tmp_path / "box")
     assert "bwrap" in raised.value.message and "--no-confine" in raised.value.hint
     # a bubblewrap that cannot run here (no user namespaces, say) is named with its own words
-    fake = tmp_path / "bin" / "bwrap"
-    fake.parent.mkdir()
-    said = "bwrap: setting up uid map: Permission denied"
-    fake.write_text(f"#!/bin/sh\necho '{said}' >&2\nexit 1\n")
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{fake.parent}:{os.defpath}:/usr/sbin:/sbin")
-    assert confine.check() == (False, f"bubblewrap cannot confine the sandbox: {said}")
+    monkeypatch.setenv("PATH", f"{failing_bwrap(tmp_path)}:{os.defpath}:/usr/sbin:/sbin")
+    assert confine.check() == (False, f"bubblewrap cannot confine the sandbox: {BWRAP_SAYS}")
 
 
 def test_a_run_where_bubblewrap_fails_asks_for_no_confine_before_any_request(serve, tmp_path: Path):
@@ -58,11 +65,7 @@ def test_a_run_where_bubblewrap_fails_asks_for_no_confine_before_any_request(ser
     from tests.conftest import cli_env, run_cli
     from tests.test_cli import HELLO, base_args
 
-    fake = tmp_path / "bin" / "bwrap"
-    fake.parent.mkdir()
-    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
-    fake.chmod(0o755)
-    env = {**cli_env(tmp_path), "PATH": f"{fake.parent}:{os.environ['PATH']}"}
+    env = {**cli_env(tmp_path), "PATH": f"{failing_bwrap(tmp_path)}:{os.environ['PATH']}"}
     server = serve({"replies": HELLO})
     proc = run_cli(base_args(server, tmp_path / "w", "make hello"), tmp_path, env=env)
     assert proc.returncode == 2, proc.stderr

@@ -92,6 +92,10 @@ def test_the_quick_start_never_writes_outside_its_sandbox(where, serve, tmp_path
     assert transcript.is_relative_to(tmp_path / "state" / "oc-repl" / "quickstart")
     assert f"replay it: oc-repl show {transcript}" in proc.stderr
 
+    # "no network", as the quick start says, is what the run itself states it ran with
+    started = next(e for e in read_jsonl(transcript) if e["type"] == "thread.started")
+    confinement = "container" if where == "docker" else "bubblewrap"
+    assert (started["isolation"]["confinement"], started["isolation"]["network"]) == (confinement, "none")
     items = [e["item"] for e in read_jsonl(transcript) if e["type"] == "item.completed"]
     touched = next(i for i in items if i["type"] == "command_execution")
     written = [i for i in items if i["type"] == "file_change"]

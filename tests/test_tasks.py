@@ -123,3 +123,73 @@ def test_13_1_the_old_entry_points_still_work():
 
     assert callable(build_image)
     assert load_task_dir(TASKS / "write-greeting") == load_task(TASKS / "write-greeting")
+
+
+# --- the network a task's container gets ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("toml", "network"),
+    [
+        ('version = "1.0"\n', "public"),  # Harbor's default
+        ('[environment]\nnetwork_mode = "no-network"\n', "none"),
+        ('[environment]\nnetwork_mode = "public"\n', "public"),
+        ("[environment]\nallow_internet = false\n", "none"),  # the older spelling
+        ('[environment]\nallow_internet = false\nnetwork_mode = "public"\n', "public"),  # the newer one wins
+        ('[environment]\nnetwork_mode = "public"\n[agent]\nnetwork_mode = "no-network"\n', "none"),  # the agent's phase
+        ('[environment]\nnetwork_mode = "no-network"\n[agent]\nnetwork_mode = "public"\n', "public"),
+    ],
+)
+def test_a_harbor_task_declares_its_agents_network(tmp_path, toml, network):
+    assert load_task(harbor_task(tmp_path, toml)).network == network
+
+
+@pytest.mark.parametrize(
+    ("toml", "why"),
+    [
+        ('[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n', "allowlist.*not supported"),
+        ('[environment]\nnetwork_mode = "open"\n', "network_mode must be"),
+    ],
+)
+def test_a_harbor_network_that_cannot_be_kept_is_refused(tmp_path, toml, why):
+    with pytest.raises(UsageError, match=why):
+        load_task(harbor_task(tmp_path, toml))
+
+
+@pytest.mark.parametrize(
+    ("compose", "network"),
+    [
+        ("services:\n  client:\n    build: {dockerfile: Dockerfile}\n    network_mode: none\n", "none"),
+        ("services:\n  client:\n    build: {dockerfile: Dockerfile}\n", "public"),  # compose's own network
+        (None, "none"),  # no compose file at all: nothing declares a network
+    ],
+)
+def test_a_terminal_bench_task_declares_its_network_in_its_compose_file(tmp_path, compose, network):
+    task = tmp_path / "tb"
+    shutil.copytree(TASKS / "write-greeting", task)
+    if compose is None:
+        (task / "docker-compose.yaml").unlink()
+    else:
+        (task / "docker-compose.yaml").write_text(compose)
+    assert load_task(task).network == network
+
+
+def test_a_terminal_bench_task_on_the_hosts_network_is_refused(tmp_path):
+    task = tmp_path / "tb"
+    shutil.copytree(TASKS / "write-greeting", task)
+    (task / "docker-compose.yaml").write_text("services:\n  client:\n    network_mode: host\n")
+    with pytest.raises(UsageError, match="network_mode 'host' is not supported"):
+        load_task(task)
+
+
+def test_the_example_tasks_networks_are_their_formats_defaults():
+    # terminal-bench's examples say network_mode: none; Harbor's leave it to Harbor's default, public (a no-network
+    # task needs Harbor's egress-control sidecar, which Harbor pulls and builds: not for an example run offline)
+    networks = {t.name: t.network for t in find_tasks([TASKS])}
+    assert networks == {
+        "count-words": "public",
+        "fix-json-config": "public",
+        "fix-permissions": "none",
+        "repair-module": "none",
+        "write-greeting": "none",
+    }

@@ -63,7 +63,18 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="local: let confined commands write the sandbox directory's .git, .hg and .svn (read-only otherwise).",
         ),
         click.option("--workdir", help="Working directory in a docker sandbox (default /workspace, as trained)."),
-        click.option("--docker-network", help="Network of a created container (default: none without a bridge)."),
+        click.option("--docker-network", help="Network of a created container (default: none; a task's own)."),
+        click.option(
+            "--max-processes",
+            type=int,
+            help="Processes the sandbox may run at once: local: and every container oc-repl creates (default 4096).",
+        ),
+        click.option(
+            "--memory-mb",
+            type=int,
+            help="Memory (swap included) of the sandbox, in MB: local: and every container oc-repl creates; a task's "
+            "own memory_mb wins for its container (default 4096).",
+        ),
         click.option("--keep", is_flag=True, default=None, help="Keep a created container and print its name."),
         click.option(
             "--observation-limit",

@@ -173,9 +173,10 @@ def salvage_calls(text: str) -> tuple[list[ToolCall], list[str], str]:
 
 
 def render_call(name: str, arguments: Any) -> str:
-    """A call that cannot run, written back as markup so it can be shown and quoted."""
+    """A call that cannot run, written back as markup so it can be shown and quoted. Arguments sent as text go in as
+    they came: empty ones leave the block unreadable, as they were."""
     args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-    return f'{CALL_OPEN}\n{{"name": {json.dumps(name)}, "arguments": {args or "null"}}}\n{CALL_CLOSE}'
+    return f'{CALL_OPEN}\n{{"name": {json.dumps(name)}, "arguments": {args}}}\n{CALL_CLOSE}'
 
 
 # --- stream accumulation -------------------------------------------------------------------------------
@@ -315,7 +316,7 @@ def build_reply(message: dict[str, Any], finish_reason: str | None, usage: Any, 
             continue  # a null entry is no call at all
         fn = _dict(call.get("function"))
         name, raw_args = fn.get("name") if isinstance(fn.get("name"), str) else "", fn.get("arguments")
-        args = parse_arguments(raw_args)
+        args = {} if raw_args is None else parse_arguments(raw_args)  # none at all: no arguments, as in markup
         if args is None or not name:
             broken_native = True
             reply.malformed_calls.append(render_call(name, raw_args))

@@ -8,6 +8,7 @@ Python operations of its own; `python_error` performs the same operation here so
 
 from __future__ import annotations
 
+import os
 import shlex
 import threading
 from collections.abc import Callable
@@ -119,6 +120,13 @@ def python_error(operation: Callable[[], object]) -> str:
     except (TypeError, ValueError, OverflowError, AttributeError) as exc:  # UnicodeError is a ValueError
         return str(exc)
     return ""
+
+
+def unusable_path(path: str) -> str:
+    """Why no system call can take `path`, as Python says it ("" when one can): a NUL byte, or a lone surrogate."""
+    if "\0" in path:
+        return "embedded null byte"  # Python's ValueError for a path or an argument holding one
+    return python_error(lambda: os.fsencode(path))
 
 
 def join_error(timeout: Any) -> str:

@@ -67,7 +67,8 @@ def training_calls(reply: Reply) -> tuple[list[ToolCall], tuple[str, str] | None
 
     sglang's qwen25 parser ran every complete block whose name is a tool (unknown names were dropped), also in
     a reply cut by the token limit; the harness looked for an unreadable block only when no call was parsed,
-    reported the first one, and a reply with neither ended the episode.
+    reported the first one, and a reply with neither ended the episode. A server's native call whose arguments do not
+    parse (empty ones included: camel-ai 0.2.90 never takes "" for {}) counts as the block it stands for.
     """
     calls = list(reply.tool_calls)
     if reply.truncated:  # the client holds back a cut reply's calls; training ran the complete ones
@@ -75,7 +76,10 @@ def training_calls(reply: Reply) -> tuple[list[ToolCall], tuple[str, str] | None
     calls = [call for call in calls if call.name in SIGNATURES]
     if calls:
         return calls, None
-    for match in _TRAINING_BLOCK.finditer(reply.raw_content):
+    text = reply.raw_content
+    if reply.truncated and not reply.cut_off:  # native calls whose arguments did not parse, as their blocks would be
+        text = "\n".join([text, *reply.malformed_calls])
+    for match in _TRAINING_BLOCK.finditer(text):
         try:
             json.loads(match.group(1).strip())
         except (json.JSONDecodeError, RecursionError) as exc:

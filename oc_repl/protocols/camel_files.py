@@ -3,14 +3,16 @@ against /) upstream's own."""
 
 from __future__ import annotations
 
+import errno
 import io
+import os
 import posixpath
 import shlex
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from oc_repl.errors import SandboxError
-from oc_repl.protocols.camel_args import ToolResult, python_error
+from oc_repl.protocols.camel_args import ToolResult, python_error, unusable_path
 from oc_repl.sandbox.text import command_bytes
 
 if TYPE_CHECKING:
@@ -18,6 +20,11 @@ if TYPE_CHECKING:
 
 
 def write_content(tools: CamelTerminalTools, content: Any, file_path: Any) -> ToolResult:
+    # A path no system call can take is the model's mistake, answered as upstream's own call failed on it (its
+    # `docker cp` in Python's subprocess, after a mkdir the daemon refused to start), never a sandbox failure.
+    problem = unusable_path(file_path) if isinstance(file_path, str) else ""
+    if problem:
+        return _file_error(tools, file_path, problem)
     tools.ensure_workdir()
     if tools.exact or tools.relative_paths == "root":
         return _write_like_upstream(tools, content, file_path)
@@ -54,12 +61,22 @@ def _write_like_upstream(tools: CamelTerminalTools, content: Any, file_path: Any
 
 
 def _put(tools: CamelTerminalTools, content: str, file_path: Any, target: str) -> ToolResult:
-    created = not tools.test("-e", target)
+    kind = _kind(tools, target)
+    if kind == "directory":  # written as a file, it would replace the directory (the workdir itself for "" or ".")
+        return _file_error(tools, file_path, IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), target), target)
+    created = not kind
     try:
         tools.sandbox.write_file(target, command_bytes(content))
     except SandboxError as exc:
         return _file_error(tools, file_path, exc, target)
     return ToolResult(tools.m.render("file.ok", file_path=file_path), path=target, created=created)
+
+
+def _kind(tools: CamelTerminalTools, path: str) -> str:
+    """What is at `path` in the sandbox: "directory", "file" (anything else) or "" (nothing), in one command."""
+    q = shlex.quote(path)
+    script = f"if [ -d {q} ]; then echo directory; elif [ -e {q} ]; then echo file; fi"
+    return tools.sandbox.exec(script, timeout=30).output.decode("utf-8", "replace").strip()
 
 
 def _file_error(tools: CamelTerminalTools, file_path: Any, error: object, target: str = "") -> ToolResult:

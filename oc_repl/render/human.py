@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
+from oc_repl.render.isolation import isolation_line
 from oc_repl.render.sanitize import fold, one_line, sanitize
 
 if TYPE_CHECKING:  # imported where first drawn: a one-shot run's header does not wait for them
@@ -79,6 +80,10 @@ class HumanRenderer:
         where = f" · cwd {e.workdir}" if getattr(e, "workdir", "") else ""
         header = f"oc-repl · {e.model} · {e.protocol} · {e.sandbox}{where}"
         self.console.print(Text(sanitize(header), style="bold"), soft_wrap=True)
+        held = isolation_line(getattr(e, "isolation", None))
+        if held:
+            unconfined = e.isolation.confinement == "none"
+            self.console.print(Text(sanitize(held), style="bold red" if unconfined else "dim"), soft_wrap=True)
         if e.task:
             self.console.print(Text(f"task: {sanitize(e.task)}", style="bold cyan"), soft_wrap=True)
 

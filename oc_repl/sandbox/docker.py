@@ -21,13 +21,16 @@ import uuid
 from collections.abc import Iterator
 from contextlib import suppress
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oc_repl.errors import SandboxError, SandboxLost
 from oc_repl.sandbox import docker_lifetime, leftovers
 from oc_repl.sandbox.docker_channel import ChannelPool
 from oc_repl.sandbox.docker_exec import PID_DIR, WORK_SUBDIR, DockerProcess, RecordedProcess, kill_recorded
 from oc_repl.types import ExecResult, Leftover
+
+if TYPE_CHECKING:
+    from oc_repl.events import Isolation
 
 DEFAULT_WORKDIR = "/workspace"  # camel's docker backend, as trained
 # How long a command killed by SIGKILL waits for the daemon to say whether its container went with it.
@@ -103,6 +106,14 @@ class DockerSandbox:
         if container.status != "running":
             raise SandboxError(f"container {rest!r} is {container.status}, not running", hint=f"docker start {rest}")
         return cls(client, container, workdir or DEFAULT_WORKDIR, **opts)
+
+    def isolation(self) -> Isolation:
+        """The network and limits in force, as the daemon reports them now. An attached container's limits are its
+        own: oc-repl leaves them as they are."""
+        from oc_repl.sandbox.isolation import container_isolation
+
+        attrs = self.call(self.api.inspect_container, self.id)
+        return container_isolation(attrs, limits="oc-repl" if self.owned else "container")
 
     @property
     def image_workdir(self) -> str:
@@ -295,6 +306,18 @@ class DockerSandbox:
             proc.release()
 
 
+def container_limits(max_processes: int | None, memory_mb: int | None, cpus: float | None) -> dict[str, Any]:
+    """The Engine API's limits for a container: processes, memory with no swap beyond it, CPUs."""
+    limits: dict[str, Any] = {}
+    if max_processes:
+        limits["pids_limit"] = max_processes
+    if memory_mb:
+        limits.update(mem_limit=f"{memory_mb}m", memswap_limit=f"{memory_mb}m")
+    if cpus:
+        limits["nano_cpus"] = int(cpus * 1e9)
+    return limits
+
+
 class DockerImageSandbox(DockerSandbox):
     """`docker-image:<image>`: a fresh container, removed on close unless kept, with a finite lifetime unless kept
     (see docker_lifetime.py)."""
@@ -309,25 +332,29 @@ class DockerImageSandbox(DockerSandbox):
         network: str | None = None,
         keep: bool = False,
         lifetime: float | None = None,
+        max_processes: int | None = None,
+        memory_mb: int | None = None,
+        cpus: float | None = None,
         **opts: Any,
     ) -> DockerImageSandbox:
-        """`lifetime`: seconds the container may live (None: docker_lifetime.DEFAULT_LIFETIME; ignored when kept)."""
+        """`network`: the container's network (None: none at all); `lifetime`: seconds the container may live (None:
+        docker_lifetime.DEFAULT_LIFETIME; ignored when kept); `max_processes`, `memory_mb` (swap included) and
+        `cpus`: its limits (None: none)."""
         import docker
 
         client = connect()
         now = time.time()
         docker_lifetime.sweep(client.api, now)
-        if network is None:  # a daemon started without a bridge can only run containers without a network
-            network = "bridge" if client.networks.list(names=["bridge"]) else "none"
         command, labels = docker_lifetime.creation(lifetime, keep, now)
         try:
             container = client.containers.create(
                 rest,
                 command,
                 detach=True,
-                network_mode=network,
+                network_mode=network or "none",
                 name=f"oc-repl-{uuid.uuid4().hex[:10]}",
                 labels=labels,
+                **container_limits(max_processes, memory_mb, cpus),
             )
         except docker.errors.ImageNotFound as exc:
             raise SandboxError(

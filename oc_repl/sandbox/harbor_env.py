@@ -153,6 +153,8 @@ class HarborSandbox:
         user: str | None = None,
         wait: float = 0.0,
     ) -> HarborProcess:
+        if "\0" in command:  # no process takes one in an argument; the script's decoding would drop it and run the rest
+            raise SandboxError(f"cannot start a command in {cwd or self.workdir}: embedded null byte")
         if tty and not self.terminal:
             raise SandboxError(
                 "the environment has no `script` (util-linux) to give the process a terminal",

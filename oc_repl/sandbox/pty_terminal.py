@@ -2,7 +2,8 @@
 
 It imitates what TmuxTerminal shows: a 160x40 screen, tmux's scrollback rules (2000 lines, trimmed a tenth at a
 time, a clear pushes the screen into it, none on the alternate screen), `send-keys` key names and the shell
-started as tmux starts it (a login shell, TERM=tmux-256color where the sandbox knows that terminal).
+started as tmux starts it (a login shell, TERM=tmux-256color where the sandbox knows that terminal). Drawing the
+screen costs the client CPU, bounded per observation (pty_feed.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pyte
 
 from oc_repl.errors import SandboxError
 from oc_repl.sandbox.keys import key_bytes, upstream_types
+from oc_repl.sandbox.pty_feed import BoundedFeed
 from oc_repl.sandbox.terminal import (
     HEIGHT,
     POLL,
@@ -126,6 +128,7 @@ class PtyTerminal(Terminal):
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._screen = _Screen(lambda data: self._proc.write(data))
         self._stream = pyte.Stream(self._screen)
+        self._feed = BoundedFeed(self._stream.feed)
         self._proc = sandbox.spawn(start, tty=True, cwd=cwd)
         self.pid = self._read_pid(pidfile)
         self._stop = threading.Event()
@@ -153,7 +156,7 @@ class PtyTerminal(Terminal):
         with self._lock:
             data = self._proc.read_available()
             if data:
-                self._stream.feed(self._decoder.decode(data))
+                self._feed(self._decoder.decode(data))
 
     # --- the Terminal interface --------------------------------------------------------------------------------
 
@@ -176,6 +179,12 @@ class PtyTerminal(Terminal):
     def _read_count(self) -> int | None:
         return _number(self.sandbox.exec(read_count(self.pid), timeout=30).output.decode("utf-8", "replace"))
 
+    def observe(self) -> tuple[str, str]:
+        self._drain()
+        with self._lock:  # what arrived past the last observation's budget is drawn now, its tail at least
+            self._feed.catch_up()
+        return super().observe()
+
     def capture(self, entire: bool = False) -> str:
         """As `tmux capture-pane -p` (with `-S -`: the history first): every row ends in a newline."""
         self._drain()
@@ -194,9 +203,11 @@ class PtyTerminal(Terminal):
         with self._lock:  # the cursor and the screen of the same moment, as TmuxTerminal reads them
             rows = self._screen.rows()
             x, y = self._screen.cursor.x, self._screen.cursor.y
+            # a screen behind the output shows no prompt to look for: the shell's own state decides
+            prompt = self._feed.behind or _at_prompt(rows[y], x)
         screen = "".join(row + "\n" for row in rows)
         # A shell that has ended is as idle as it will ever be: its last screen is final.
-        idle = (read_all and _shell_idle(stat, children) and _at_prompt(rows[y], x)) or not self._proc.alive()
+        idle = (read_all and _shell_idle(stat, children) and prompt) or not self._proc.alive()
         self._idle_reads = _number(reads) if idle else None
         return Probe(idle=idle, screen=screen)
 

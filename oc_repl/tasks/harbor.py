@@ -3,7 +3,7 @@
 After the agent, tests/ is copied to /tests and `/tests/test.sh` runs as the verifier's user in the image's WORKDIR
 within the verifier timeout; its verdict is the reward it writes to /logs/verifier/reward.txt (a number) or
 reward.json (`{"reward": number}`): 1 is resolved. solution/ never reaches the agent's sandbox. Defaults for keys a
-task.toml leaves out are Harbor's: 600 s for the agent, the verifier and the build.
+task.toml leaves out are Harbor's: 600 s for the agent, the verifier and the build, and a public network.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from oc_repl import tomlfile
 from oc_repl.errors import UsageError
 from oc_repl.events import VerifyCompleted
-from oc_repl.tasks.model import TaskDir, seconds
+from oc_repl.tasks.model import Network, TaskDir, seconds
 from oc_repl.tasks.verify import TAIL_BYTES, parse_pytest_summary
 from oc_repl.types import Sandbox
 
@@ -50,6 +50,23 @@ def _memory_mb(env: dict[str, Any], spec: Path) -> int | None:
             raise UsageError(f'{spec}: memory must be a size such as "2G", not {env["memory"]!r}')
         return max(1, int(float(match.group(1)) * _MB[match.group(2).lower()]))
     return None
+
+
+def _network(env: dict[str, Any], agent: dict[str, Any], spec: Path) -> Network:
+    """The agent's network as Harbor reads it: `[agent] network_mode`, else `[environment] network_mode`, else the
+    older `allow_internet`, else public. An allowlist cannot be kept by a plain container, so it is refused."""
+    mode = agent.get("network_mode") or env.get("network_mode")
+    if mode is None and env.get("allow_internet") is not None:
+        mode = "public" if env["allow_internet"] else "no-network"
+    mode = mode or "public"
+    if mode == "allowlist":
+        raise UsageError(
+            f'{spec}: network_mode = "allowlist" is not supported: a task container has a network or none',
+            hint="run it with Harbor itself (see 'Running at scale with Harbor'), or pass --docker-network NAME",
+        )
+    if mode not in ("public", "no-network"):
+        raise UsageError(f"{spec}: network_mode must be public, no-network or allowlist, not {mode!r}")
+    return "none" if mode == "no-network" else "public"
 
 
 def load_harbor_dir(path: Path) -> TaskDir:
@@ -97,6 +114,7 @@ def load_harbor_dir(path: Path) -> TaskDir:
         cpus=float(cpus) if cpus is not None else None,
         memory_mb=_memory_mb(env, spec),
         verifier_user=str(user),
+        network=_network(env, agent, spec),
     )
 
 

@@ -1,5 +1,5 @@
 """A task's image: built once from its Dockerfile (offline: a missing base image is an error, not a pull), and the
-task's resource limits applied to each container made from it."""
+network each container made from it gets."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from oc_repl.tasks.model import TaskDir
 
 BUILD_LOG_TAIL = 15  # lines of the build's output shown when it fails
-CPU_PERIOD = 100_000  # microseconds; the quota is `cpus` periods' worth
 _ARG_USE = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 
 
@@ -102,12 +101,11 @@ def build_image(task: TaskDir, pull: bool = False) -> str:
     return tag
 
 
-def limit_resources(sandbox: Any, task: TaskDir) -> None:
-    """The task's cpus and memory, applied to its fresh container (a docker-image sandbox) before the agent starts."""
-    limits: dict[str, Any] = {}
-    if task.cpus:
-        limits.update(cpu_period=CPU_PERIOD, cpu_quota=int(task.cpus * CPU_PERIOD))
-    if task.memory_mb:
-        limits.update(mem_limit=f"{task.memory_mb}m", memswap_limit=f"{task.memory_mb}m")  # no swap beyond it
-    if limits:
-        sandbox.call(sandbox.api.update_container, sandbox.id, **limits)
+def task_network(task: TaskDir) -> str:
+    """The network the task's container gets: none, or for a task that declares one the daemon's bridge (none on a
+    daemon started without one; the run's header says which)."""
+    if task.network == "none":
+        return "none"
+    from oc_repl.sandbox.docker import connect
+
+    return "bridge" if connect().networks.list(names=["bridge"]) else "none"

@@ -9,13 +9,36 @@ from pathlib import Path
 from oc_repl.errors import UsageError
 from oc_repl.events import VerifyCompleted
 from oc_repl.tasks.image import build_image
-from oc_repl.tasks.model import TaskDir, seconds
+from oc_repl.tasks.model import Network, TaskDir, seconds
 from oc_repl.tasks.verify import TAIL_BYTES, parse_pytest_summary
 from oc_repl.types import Sandbox
 
 __all__ = ["TESTS_DEST", "TaskDir", "TaskVerifier", "build_image", "load_task_dir"]
 
 TESTS_DEST = "/tests"
+
+
+def _network(path: Path) -> Network:
+    """The network terminal-bench gives the task's container: its docker-compose.yaml's `client` service has the
+    compose project's network unless it says `network_mode: none`. Without a compose file (which terminal-bench
+    requires) the container gets none."""
+    import yaml
+
+    compose = path / "docker-compose.yaml"
+    if not compose.is_file():
+        return "none"
+    try:
+        data = yaml.safe_load(compose.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {compose}: {exc}") from exc
+    services = data.get("services") if isinstance(data, dict) else None
+    client = services.get("client") if isinstance(services, dict) else None
+    mode = client.get("network_mode") if isinstance(client, dict) else None
+    if mode is None or mode in ("bridge", "default"):
+        return "public"
+    if mode == "none":
+        return "none"
+    raise UsageError(f"{compose}: network_mode {mode!r} is not supported here", hint="use none, or leave it out")
 
 
 def load_task_dir(path: Path) -> TaskDir:
@@ -46,6 +69,7 @@ def load_task_dir(path: Path) -> TaskDir:
         test_timeout_sec=seconds(data.get("max_test_timeout_sec"), str(spec), "max_test_timeout_sec", 60.0),
         context=path,
         dockerfile=path / "Dockerfile",
+        network=_network(path),
     )
 
 

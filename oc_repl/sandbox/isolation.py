@@ -1,0 +1,62 @@
+"""What holds a sandbox's commands in, read from the sandbox itself once it runs: the run's header and
+`thread.started` state it, so what they say is what is in force, whichever setting or fallback chose it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oc_repl.events import Isolation
+
+MB = 1 << 20
+
+
+def isolation_of(sandbox: Any) -> Isolation:
+    """A driver that knows its own (docker) says; a `local:` one is read from what it keeps."""
+    own = getattr(sandbox, "isolation", None)
+    if callable(own):
+        return own()
+    if getattr(sandbox, "spec", "").startswith("harbor:"):
+        return _harbor(sandbox.env)
+    confined = getattr(sandbox, "confined", None)
+    if confined is None:
+        return Isolation()
+    # Unconfined, commands have whatever this host has: its network included.
+    network = "host" if getattr(sandbox, "network", True) else "none"
+    processes, memory = getattr(sandbox, "max_processes", None), getattr(sandbox, "memory_mb", None)
+    return Isolation(
+        confinement="bubblewrap" if confined else "none",
+        network=network,
+        limits="oc-repl" if processes or memory else "none",
+        max_processes=processes,
+        memory_mb=memory,
+    )
+
+
+def container_isolation(attrs: dict[str, Any], limits: str) -> Isolation:
+    """A container's network and limits as the daemon reports them (`docker inspect`)."""
+    host = attrs.get("HostConfig") or {}
+    networks = sorted((attrs.get("NetworkSettings") or {}).get("Networks") or {})
+    mode = host.get("NetworkMode") or ""
+    network = ", ".join(networks) or ("bridge" if mode == "default" else mode)
+    pids = host.get("PidsLimit")  # None, 0 and -1 all mean no limit
+    memory = host.get("Memory") or 0
+    if host.get("NanoCpus"):
+        cpus = host["NanoCpus"] / 1e9
+    elif host.get("CpuQuota", 0) > 0 and host.get("CpuPeriod"):
+        cpus = host["CpuQuota"] / host["CpuPeriod"]
+    else:
+        cpus = None
+    return Isolation(
+        confinement="container",
+        network=network,
+        limits=limits,
+        max_processes=pids if pids and pids > 0 else None,
+        memory_mb=memory // MB if memory > 0 else None,
+        cpus=cpus,
+    )
+
+
+def _harbor(environment: Any) -> Isolation:
+    """Harbor's environment holds the commands in, with the task's network policy and limits."""
+    mode = str(getattr(getattr(getattr(environment, "network_policy", None), "network_mode", None), "value", ""))
+    return Isolation(confinement="harbor", network="none" if mode == "no-network" else mode, limits="harbor")
