@@ -123,7 +123,9 @@ class Isolation(Record):
 
     confinement: str = ""  # bubblewrap | none (commands run as the user, on this host) | container | harbor
     network: str = ""  # none | host | bridge | a docker network's name | harbor's mode (public, allowlist)
-    limits: str = ""  # oc-repl (set on what it created) | container (an attached one's own) | harbor | none
+    # oc-repl (set on what it created) | container (an attached one's own) | harbor | none; for local: what holds
+    # them: cgroup v1 | cgroup v2 | rlimit | none
+    limits: str = ""
     max_processes: int | None = None  # None: no such limit
     memory_mb: int | None = None  # memory, swap included
     cpus: float | None = None

@@ -121,7 +121,15 @@ def _sandbox_options(settings: RunSettings) -> dict[str, Any]:
         return options
     if settings.sandbox.startswith("docker:"):
         return {"workdir": settings.workdir}
-    return {"confine": settings.confine, "network": settings.network, "writable_vcs": settings.writable_vcs}
+    from oc_repl.sandbox.limits import Limits
+
+    limits = Limits(processes=settings.max_processes, memory_mb=settings.memory_mb)
+    return {
+        "confine": settings.confine,
+        "network": settings.network,
+        "writable_vcs": settings.writable_vcs,
+        "limits": limits,
+    }
 
 
 def command_verifier(settings: RunSettings) -> Verifier | None:

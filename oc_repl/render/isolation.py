@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 CONFINEMENT = {
-    "bubblewrap": "confined by bubblewrap (the rest of the host read-only)",
+    "bubblewrap": "confined by bubblewrap (the host read-only, what it shares hidden)",
     "none": "UNCONFINED: commands run as you on this host",
     "container": "in a container",
     "harbor": "in Harbor's environment",
@@ -25,7 +25,10 @@ def _limits(iso: Any) -> str:
         return f"limits: the container's own ({values or 'none'})"
     if iso.limits == "harbor":
         return "limits: Harbor's (the task's own)"
-    return f"limits: {values}" if values else "no process or memory limits"
+    if not values:
+        return "no process or memory limits"
+    held_by = "" if iso.limits in ("oc-repl", "none", "") else f" ({iso.limits})"  # a local sandbox's cgroup, rlimit
+    return f"limits: {values}{held_by}"
 
 
 def isolation_line(iso: Any) -> str:

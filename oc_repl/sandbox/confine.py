@@ -221,8 +221,8 @@ class Confinement:
     def alive(self) -> bool:
         return self._bwrap.poll() is None and self.channel is not None and not self.channel.gone
 
-    def describe(self) -> dict[str, str]:
-        return sandbox_limits.describe(self.cgroup, self.limits)
+    def limits_in_force(self) -> tuple[str, int | None, int | None]:
+        return sandbox_limits.in_force(self.cgroup, self.limits)
 
     def _end(self) -> None:
         """Kill the first process (and with it the namespace) and let go of bubblewrap."""

@@ -11,25 +11,13 @@ MB = 1 << 20
 
 
 def isolation_of(sandbox: Any) -> Isolation:
-    """A driver that knows its own (docker) says; a `local:` one is read from what it keeps."""
+    """The driver says (docker, local); Harbor's environment is read from Harbor's own settings."""
     own = getattr(sandbox, "isolation", None)
     if callable(own):
         return own()
     if getattr(sandbox, "spec", "").startswith("harbor:"):
         return _harbor(sandbox.env)
-    confined = getattr(sandbox, "confined", None)
-    if confined is None:
-        return Isolation()
-    # Unconfined, commands have whatever this host has: its network included.
-    network = "host" if getattr(sandbox, "network", True) else "none"
-    processes, memory = getattr(sandbox, "max_processes", None), getattr(sandbox, "memory_mb", None)
-    return Isolation(
-        confinement="bubblewrap" if confined else "none",
-        network=network,
-        limits="oc-repl" if processes or memory else "none",
-        max_processes=processes,
-        memory_mb=memory,
-    )
+    return Isolation()
 
 
 def container_isolation(attrs: dict[str, Any], limits: str) -> Isolation:

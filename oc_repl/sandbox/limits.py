@@ -5,7 +5,7 @@ which needs root) or cgroup v1's `pids` and `memory` hierarchies (under this pro
 write). The sandbox's first process is moved into it before it starts anything, so every command inherits it, and
 the sandbox's read-only view of /sys keeps them there. Without a cgroup, the number of processes is still limited by
 RLIMIT_NPROC, which a user namespace counts per sandbox, except for root (the kernel exempts it); memory then is not
-limited. `describe()` says which holds.
+limited. `in_force()` says which holds.
 """
 
 from __future__ import annotations
@@ -167,13 +167,13 @@ class SandboxCgroup:
                     time.sleep(0.01)
 
 
-def describe(cgroup: SandboxCgroup | None, limits: Limits) -> dict[str, str]:
-    """The limits in force, in words: what holds the number of processes and the memory."""
+def in_force(cgroup: SandboxCgroup | None, limits: Limits) -> tuple[str, int | None, int | None]:
+    """What holds the sandbox's limits (a cgroup, an rlimit, nothing), and the process and memory limits it holds."""
     held = cgroup.controllers if cgroup is not None else frozenset()
+    memory = limits.memory_mb if "memory" in held else None
     if "pids" in held:
-        processes = f"{limits.processes} ({cgroup.kind})"
-    else:
-        rooted = os.geteuid() == 0
-        processes = "not limited (root is exempt from RLIMIT_NPROC)" if rooted else f"{limits.processes} (rlimit)"
-    memory = f"{limits.memory_mb} MB ({cgroup.kind})" if "memory" in held and cgroup else "not limited"
-    return {"processes": processes, "memory": memory}
+        assert cgroup is not None
+        return cgroup.kind, limits.processes, memory
+    if os.geteuid() == 0:  # the kernel exempts root from RLIMIT_NPROC
+        return (cgroup.kind if cgroup is not None else "none"), None, memory
+    return ("rlimit" if cgroup is None else f"{cgroup.kind} and rlimit"), limits.processes, memory

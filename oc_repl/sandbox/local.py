@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from oc_repl.errors import SandboxError, SandboxLost
+from oc_repl.events import Isolation
 from oc_repl.sandbox import local_marks, local_view
 from oc_repl.sandbox.confine import Confinement
 from oc_repl.sandbox.init_channel import ConfinedProcess
@@ -103,13 +104,16 @@ class LocalSandbox:
     def from_spec(cls, rest: str, **opts: Any) -> LocalSandbox:
         return cls(Path(rest), **opts)
 
-    def describe(self) -> dict[str, str]:
-        """What holds the sandbox, in words: confinement, network, limits."""
+    def isolation(self) -> Isolation:
+        """What holds the sandbox's commands in, as it is in force."""
         if self._confinement is None:
-            return {"confinement": "none: commands run as you, anywhere you can write", "network": "the host's"}
+            return Isolation(confinement="none", network="host", limits="none")
         self.ready()
-        network = "the host's" if self.network else "none"
-        return {"confinement": "bubblewrap", "network": network, **self._confinement.describe()}
+        held, processes, memory = self._confinement.limits_in_force()
+        network = "host" if self.network else "none"
+        return Isolation(
+            confinement="bubblewrap", network=network, limits=held, max_processes=processes, memory_mb=memory
+        )
 
     def _path(self, path: str | Path) -> Path:
         path = Path(path)
