@@ -53,7 +53,8 @@ def test_a_confined_local_sandbox_states_its_network(serve, tmp_path, more, netw
     proc = run_cli(base_args(server, tmp_path / "w", *more, "--transcript", str(transcript), "say hi"), tmp_path)
     assert proc.returncode == 0, proc.stderr
     shown = "none" if network == "none" else "the host's"
-    assert f"sandbox: confined by bubblewrap (the host read-only, what it shares hidden) · network {shown}" in proc.stderr
+    confined = "sandbox: confined by bubblewrap (the host read-only, what it shares hidden)"
+    assert f"{confined} · network {shown}" in proc.stderr
     isolation = started(transcript)["isolation"]
     assert (isolation["confinement"], isolation["network"]) == ("bubblewrap", network)
 

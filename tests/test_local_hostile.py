@@ -333,3 +333,61 @@ def test_a_busy_sandbox_is_stopped_and_reported_process_by_process(box: LocalSan
     ]
     assert gone(nap, within=10)
     assert run(box, "echo the sandbox goes on") == (0, "the sandbox goes on\n")
+
+
+def test_a_scripted_model_racing_links_and_probing_the_host_through_a_run_gets_nothing_out(
+    serve, tmp_path: Path, host_place: Path, host_sockets: dict[str, str]
+):
+    """The same attacks as a model makes them in `oc-repl run`: a swapper left running, 300 file writes through the
+    swapped path in one reply, then a look for the host's secrets and sockets; nothing reaches the host, the
+    transcript holds no secret, and the run goes on to its verdict."""
+    from tests.conftest import cli_env, read_jsonl, run_cli
+    from tests.fakemodel import calls_text
+    from tests.test_cli import answer, base_args, exec_call
+    from tests.test_tamper_docker import session_call
+
+    target = host_place / "target"
+    target.mkdir()
+    probe = "; ".join(
+        [
+            "env",
+            "cat /proc/1/environ",
+            "cat ~/.config/oc-repl/config.toml",
+            *(CONNECT.format(path=path) for path in host_sockets.values()),
+        ]
+    )
+    write = ("shell_write_content_to_file", {"content": "x", "file_path": "d/f.txt"})
+    server = serve(
+        {
+            "replies": [
+                exec_call(f"mkdir d && ln -s {target} l"),
+                session_call(SWAP),
+                exec_call("sleep 1"),
+                *[{"text": calls_text([write] * 60)} for _ in range(5)],
+                exec_call(probe),
+                answer("Done."),
+            ]
+        }
+    )
+    home = Path(os.environ["HOME"])
+    (home / ".config" / "oc-repl").mkdir(parents=True, exist_ok=True)
+    (home / ".config" / "oc-repl" / "config.toml").write_text('api_key = "sk-kept-in-the-home"\n')
+    env = {**cli_env(tmp_path), "OPENAI_API_KEY": "sk-the-clients-own-key", "HF_TOKEN": "hf_the_clients_token"}
+    env |= {k: os.environ[k] for k in ("HOME", "XDG_RUNTIME_DIR", "SSH_AUTH_SOCK")}
+    transcript = tmp_path / "t.jsonl"
+    proc = run_cli(
+        [*base_args(server, tmp_path / "w", "--verify", "true", "--transcript", str(transcript)), "go"],
+        tmp_path,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert list(target.iterdir()) == []
+    text = transcript.read_text()
+    items = [e["item"] for e in read_jsonl(transcript) if e["type"] == "item.completed"]
+    looked = [i["aggregated_output"] for i in items if i["type"] == "command_execution"][-1]
+    assert "CONNECTED" not in looked and looked.count("\nrefused ") == len(host_sockets), looked
+    writes = [i for i in items if i["type"] == "file_change"]
+    assert len(writes) == 300 and {w["status"] for w in writes} <= {"completed", "failed"}
+    for secret in ("sk-the-clients-own-key", "hf_the_clients_token", "sk-kept-in-the-home"):
+        assert secret not in text
