@@ -46,6 +46,16 @@ def ctrl_c_interrupts() -> Iterator[None]:
 
 
 @pytest.fixture
+def box(tmp_path: Path) -> Iterator:
+    """A confined local sandbox in a directory of the test's own (the test skips first where none can be made)."""
+    from oc_repl.sandbox.local import LocalSandbox
+
+    sandbox = LocalSandbox(tmp_path / "box")
+    yield sandbox
+    sandbox.close()
+
+
+@pytest.fixture
 def serve() -> Iterator:
     """Start scripted loopback servers; all are stopped at the end of the test."""
     started: list[FakeServer] = []

@@ -17,21 +17,9 @@ import pytest
 from oc_repl.errors import SandboxError
 from oc_repl.sandbox import confine
 from oc_repl.sandbox.local import LocalSandbox
-from tests.test_local_sandbox import CONFINE_OK, CONFINE_REASON, gone, processes_with, unique_sleep
+from tests.test_local_sandbox import CONFINE_OK, CONFINE_REASON, gone, processes_with, run, unique_sleep
 
 pytestmark = pytest.mark.skipif(not CONFINE_OK, reason=f"no confinement here: {CONFINE_REASON}")
-
-
-@pytest.fixture
-def box(tmp_path: Path) -> Iterator[LocalSandbox]:
-    sandbox = LocalSandbox(tmp_path / "box")
-    yield sandbox
-    sandbox.close()
-
-
-def run(box: LocalSandbox, command: str) -> tuple[int | None, str]:
-    result = box.exec(command, timeout=30)
-    return result.exit_code, result.output.decode("utf-8", "replace")
 
 
 BWRAP_SAYS = "bwrap: setting up uid map: Permission denied"

@@ -16,7 +16,7 @@ import pytest
 from oc_repl.errors import SandboxError, UsageError
 from oc_repl.sandbox.limits import Limits
 from oc_repl.sandbox.local import LocalSandbox
-from tests.test_local_sandbox import CONFINE_OK, CONFINE_REASON, gone, processes_with, unique_sleep
+from tests.test_local_sandbox import CONFINE_OK, CONFINE_REASON, gone, processes_with, run, unique_sleep
 
 pytestmark = pytest.mark.skipif(not CONFINE_OK, reason=f"no confinement here: {CONFINE_REASON}")
 
@@ -39,18 +39,6 @@ def host_place() -> Iterator[Path]:
         shutil.rmtree(place, ignore_errors=True)
         return
     pytest.skip("no writable directory on this host outside the places a sandbox hides")
-
-
-@pytest.fixture
-def box(tmp_path: Path) -> Iterator[LocalSandbox]:
-    sandbox = LocalSandbox(tmp_path / "box")
-    yield sandbox
-    sandbox.close()
-
-
-def run(box: LocalSandbox, command: str) -> tuple[int | None, str]:
-    result = box.exec(command, timeout=60)
-    return result.exit_code, result.output.decode("utf-8", "replace")
 
 
 def test_a_link_swapped_in_under_a_file_write_never_leads_it_out(box: LocalSandbox, host_place: Path):

@@ -28,6 +28,11 @@ def sandbox(tmp_path: Path, request: pytest.FixtureRequest):
     box.close()
 
 
+def run(box: LocalSandbox, command: str) -> tuple[int | None, str]:
+    result = box.exec(command, timeout=60)
+    return result.exit_code, result.output.decode("utf-8", "replace")
+
+
 def processes_with(arg: str) -> list[int]:
     """Live (non-zombie) processes with `arg` as one of their arguments."""
     found = []
