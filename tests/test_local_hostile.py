@@ -129,22 +129,6 @@ def test_no_unix_socket_of_the_host_is_reachable(tmp_path: Path, host_sockets: d
             box.close()
 
 
-def test_terminus_still_runs_its_tmux_where_host_sockets_are_hidden(box: LocalSandbox):
-    from oc_repl.sandbox.terminal import TmuxTerminal
-
-    if run(box, "command -v tmux")[0] != 0:
-        pytest.skip("tmux is not installed")
-    terminal = TmuxTerminal(box, cwd=box.workdir, socket=f"oc-repl-hostile-{os.getpid()}")
-    try:
-        terminal.send_keys("echo typed > typed.txt\n")
-        deadline = time.monotonic() + 30
-        while not (box.root / "typed.txt").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert (box.root / "typed.txt").read_text() == "typed\n"
-    finally:
-        terminal.close()
-
-
 def test_the_sandbox_holds_none_of_the_clients_secrets(tmp_path: Path, host_place: Path, monkeypatch):
     home = host_place / "home"
     (home / ".config" / "oc-repl").mkdir(parents=True)
