@@ -30,6 +30,7 @@ MAX_FDS = 16
 STOP_WITHIN = 5.0  # seconds to go on killing while processes still appear
 _FORGET_FDS = {"/dev/null", "/dev/tty", "/dev/ptmx"}
 _S_IFMT, _S_IFREG, _S_IFDIR = 0o170000, 0o100000, 0o040000
+SIGNALS = [sig for sig in range(1, _signal.NSIG) if sig not in (_signal.SIGKILL, _signal.SIGSTOP)]
 
 channel = devnull = None  # set by main()
 own_command = ""
@@ -75,28 +76,21 @@ def reap():
             send({"op": "exit", "pid": pid, "code": os.waitstatus_to_exitcode(status)})
 
 
-def child(argv, env, cwd, stdio, tty):
-    """In the forked child: a session of its own, the given stdio, default signals, then exec. Never returns."""
+def start(argv, env, cwd, stdio, tty):
+    """Start `argv` in a session of its own with `stdio` as its file descriptors 0, 1, 2 (and 3, ... after them),
+    every signal at its default and none blocked, in `cwd`; its pid. posix_spawn (a vfork, not a copy of this
+    process): this process has one thread, so it may change its own directory for the moment of the spawn."""
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100) for fd in stdio]  # no number clashes with a target
+    actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(high)]
+    if tty:  # opened again after setsid, the terminal becomes the session's controlling terminal
+        actions[0] = (os.POSIX_SPAWN_OPEN, 0, os.ttyname(stdio[0]), os.O_RDWR, 0)
     try:
-        os.setsid()
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100) for fd in stdio]
-        for target, fd in enumerate(high):
-            os.dup2(fd, target)
-        if tty:
-            import termios
-
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-        for sig in range(1, _signal.NSIG):
-            try:
-                _signal.signal(sig, _signal.SIG_DFL)
-            except (OSError, ValueError, RuntimeError):
-                continue
-        _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
         os.chdir(cwd)
-        os.execvpe(argv[0], argv, env)
-    except OSError as exc:
-        os.write(2, f"oc-repl: cannot run {os.fsdecode(argv[0])}: {exc.strerror}\n".encode())
-    os._exit(127)
+        return os.posix_spawnp(argv[0], argv, env, file_actions=actions, setsid=True, setsigdef=SIGNALS)
+    finally:
+        os.chdir("/")
+        for fd in high:
+            os.close(fd)
 
 
 def spawn(request, fds):
@@ -117,14 +111,12 @@ def spawn(request, fds):
             stdio = [slave, slave, slave, *fds]
         else:
             stdio = [devnull, fds[0], fds[0], *fds[1:]]
-        pid = os.fork()
+        pid = start(argv, env, cwd, stdio, tty)
     except OSError:
         for fd in (master, slave):
             if fd is not None:
                 os.close(fd)
         raise
-    if pid == 0:
-        child(argv, env, cwd, stdio, tty)
     leaders[pid] = " ".join(request["argv"])
     for fd in fds if slave is None else [slave, *fds]:
         os.close(fd)
