@@ -21,7 +21,7 @@ import resource, sys, tempfile
 sys.path.insert(0, {root!r})
 from pathlib import Path
 from oc_repl.protocols import create
-from oc_repl.protocols.camel_tools import CamelTerminalTools
+from oc_repl.protocols.camel.tools import CamelTerminalTools
 from oc_repl.sandbox.local import LocalSandbox
 with tempfile.TemporaryDirectory() as tmp:
     box = LocalSandbox(Path(tmp))

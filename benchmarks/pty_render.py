@@ -44,8 +44,8 @@ def cpu_seconds() -> float:
 
 def measure(command: str, payload: bytes) -> tuple[float, float]:
     """CPU and wall seconds from typing `command` to the observation after it."""
+    from oc_repl.protocols.terminus.pty_terminal import PtyTerminal
     from oc_repl.sandbox.local import LocalSandbox
-    from oc_repl.sandbox.pty_terminal import PtyTerminal
 
     with tempfile.TemporaryDirectory() as tmp:
         box = LocalSandbox(Path(tmp) / "w", confine=False)

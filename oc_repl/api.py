@@ -132,7 +132,7 @@ def settings_args(settings: RunSettings) -> list[str]:
 
     from oc_repl.cli import main
 
-    # By the group, not as `oc_repl.cli.run`: once the module of that name is imported, that attribute is the module.
+    # By the group: the click command, whichever of its modules is imported
     run_command = main.commands["run"]
     values = {k: v for k, v in explicit(settings).items() if k not in _UNFORWARDED}
     args: list[str] = []

@@ -1,4 +1,4 @@
-"""`harbor run --agent oc_repl.harbor:OcRepl ...`: oc-repl as a Harbor agent (oc_repl/integrations/harbor_agent.py).
+"""`harbor run --agent oc_repl.harbor:OcRepl ...`: oc-repl as a Harbor agent (oc_repl/integrations/harbor/agent.py).
 
 Harbor (and Python >= 3.12) are needed only once the agent is used: `pip install 'oc-repl[harbor]'`. Importing this
 module imports neither.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from oc_repl.integrations.harbor_agent import OcRepl, OcReplOptions
+    from oc_repl.integrations.harbor.agent import OcRepl, OcReplOptions
 
 __all__ = ["OcRepl", "OcReplOptions"]
 
@@ -17,7 +17,7 @@ __all__ = ["OcRepl", "OcReplOptions"]
 def __getattr__(name: str) -> Any:
     if name in __all__:
         try:
-            from oc_repl.integrations import harbor_agent
+            from oc_repl.integrations.harbor import agent as harbor_agent
         except ModuleNotFoundError as exc:
             if exc.name != "harbor" and not (exc.name or "").startswith("harbor."):
                 raise

@@ -104,7 +104,7 @@ def test_13_4_leaving_iter_events_early_stops_the_run_and_its_commands(serve, tm
 def test_13_4_settings_reach_a_child_as_the_same_flags(tmp_path):
     import click
 
-    import oc_repl.cli.run  # noqa: F401  # as after a run in this process: the package's `run` is then that module
+    import oc_repl.cli.cmd_run  # noqa: F401  # as after a run in this process: the package's `run` is then that module
     from oc_repl import Settings
     from oc_repl.api import explicit, settings_args
     from oc_repl.cli import main

@@ -31,8 +31,8 @@ from typing import Any
 
 import pytest
 
-from oc_repl.protocols.camel import AGENT_SPEC
-from oc_repl.protocols.camel_tools import TOOLKIT_SPEC, ToolCallError
+from oc_repl.protocols.camel.protocol import AGENT_SPEC
+from oc_repl.protocols.camel.tools import TOOLKIT_SPEC, ToolCallError
 from oc_repl.protocols.templates import Templates, parse
 from tests.camel_scenarios import SCENARIOS
 from tests.conftest import ROOT, cli_env, read_jsonl, run_cli
@@ -303,7 +303,7 @@ def test_9_a_directory_as_the_target_gets_the_copy_inside_it(exact, box):
 
 
 def test_9_agent_texts_are_read_out_of_the_harness_f_strings():
-    from oc_repl.protocols.sync.openclaw import fetch_openclaw
+    from oc_repl.protocols.camel.openclaw import fetch_openclaw
 
     fetched = {item.filename: item for item in fetch_openclaw(str(FIXTURE), lambda line: None)}
     texts = parse(fetched["agent.toml"].data, AGENT_SPEC, "agent.toml")
@@ -320,8 +320,8 @@ def test_9_agent_texts_are_read_out_of_the_harness_f_strings():
 
 
 def test_9_an_f_string_field_oc_repl_cannot_fill_fails_the_sync():
+    from oc_repl.protocols.camel.openclaw import tool_texts
     from oc_repl.protocols.sync import SyncError
-    from oc_repl.protocols.sync.openclaw import tool_texts
 
     source = b'class E:\n    async def exec_tool(self, name, arguments):\n        return f"{name!r} unknown"\n'
     with pytest.raises(SyncError, match="f-string field"):

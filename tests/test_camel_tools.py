@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from oc_repl.protocols import data_dir
-from oc_repl.protocols.camel import AGENT_SPEC, NOTICES_SPEC
-from oc_repl.protocols.camel_tools import TOOLKIT_SPEC, CamelTerminalTools
+from oc_repl.protocols.camel.protocol import AGENT_SPEC, NOTICES_SPEC
+from oc_repl.protocols.camel.tools import TOOLKIT_SPEC, CamelTerminalTools
 from oc_repl.protocols.templates import Templates, parse
 from oc_repl.sandbox.local import LocalSandbox
 from oc_repl.types import ToolCall

@@ -10,9 +10,10 @@ import time
 
 import pytest
 
+from oc_repl.calls import MAX_DEPTH, TooDeep, bounded_json
 from oc_repl.client.chat import ChatClient
 from oc_repl.client.failures import RETRY_AFTER_CAP, Failure, retry_after, retry_wait
-from oc_repl.client.wire import MAX_DEPTH, TooDeep, build_reply, loads
+from oc_repl.client.wire import build_reply
 from oc_repl.errors import ContextOverflow, ServerError, UsageError
 from tests.client_support import (
     OVERFLOW_BODIES,
@@ -127,12 +128,12 @@ def call_of(reply) -> dict:
 
 
 def test_10_5a_depth_limit_of_untrusted_json():
-    assert loads("[" * MAX_DEPTH + "]" * MAX_DEPTH) is not None
+    assert bounded_json("[" * MAX_DEPTH + "]" * MAX_DEPTH) is not None
     for depth in (MAX_DEPTH + 1, 1000, 100_000):
         with pytest.raises(TooDeep):
-            loads("[" * depth + "]" * depth)
+            bounded_json("[" * depth + "]" * depth)
     with pytest.raises(ValueError):
-        loads("[" * 100_000)  # unterminated as well as deep
+        bounded_json("[" * 100_000)  # unterminated as well as deep
     assert build_reply({"content": "<tool_call>" + "[" * 100_000}, "stop", None, None).malformed_calls
 
 

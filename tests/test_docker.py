@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from oc_repl.protocols.camel_tools import OBSERVATION_LIMIT, CamelTerminalTools
+from oc_repl.protocols.camel.tools import OBSERVATION_LIMIT, CamelTerminalTools
 from tests.conftest import ROOT, run_cli
 from tests.docker_support import (
     IMAGE,
@@ -341,7 +341,7 @@ def test_upstream_relative_paths_resolve_against_root(docker_client: Any, image:
     from oc_repl.sandbox.docker import DockerImageSandbox
 
     if image != IMAGE:  # a task image with WORKDIR /app
-        from oc_repl.tasks.tb import build_image, load_task_dir
+        from oc_repl.tasks.terminal_bench import build_image, load_task_dir
 
         image = build_image(load_task_dir(ROOT / "examples" / "tasks" / "write-greeting"))
     box = DockerImageSandbox.from_spec(image)

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from oc_repl.events import parse_event
-from oc_repl.protocols.terminus import TerminusJson
-from oc_repl.sandbox.pty_terminal import PtyTerminal
+from oc_repl.protocols.terminus.protocol import TerminusJson
+from oc_repl.protocols.terminus.pty_terminal import PtyTerminal
 from tests.conftest import ROOT, cli_env, run_cli
 from tests.docker_support import IMAGE, docker_session
 from tests.test_pty_terminal import check_dashes_and_long_keys, check_typed_ahead, opened, play

@@ -8,7 +8,7 @@ import socket
 import httpx
 import pytest
 
-from oc_repl.client.doctor import AUTO_TOOL_FIX, PARSER_FIX, TRAINING_CONTEXT, diagnose
+from oc_repl.doctor import AUTO_TOOL_FIX, PARSER_FIX, TRAINING_CONTEXT, diagnose
 from tests.conftest import run_cli
 from tests.fakeserver import call_text
 

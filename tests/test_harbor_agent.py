@@ -42,7 +42,7 @@ def agent_class(monkeypatch):
 
 @needs_harbor
 def test_14_ak_options_become_run_settings(agent_class, monkeypatch, tmp_path):
-    from oc_repl.integrations.harbor_agent import run_settings
+    from oc_repl.integrations.harbor.agent import run_settings
 
     monkeypatch.setenv("MY_KEY", "sk-from-harbors-environment")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://10.0.0.5:8000/v1")
@@ -59,7 +59,7 @@ def test_14_ak_options_become_run_settings(agent_class, monkeypatch, tmp_path):
 
 @needs_harbor
 def test_14_exact_applies_upstreams_settings(agent_class, tmp_path):
-    from oc_repl.integrations.harbor_agent import run_settings
+    from oc_repl.integrations.harbor.agent import run_settings
 
     agent = agent_class(logs_dir=tmp_path, model_name="m", exact=True)
     settings = run_settings(agent.options, None)

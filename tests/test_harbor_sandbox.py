@@ -23,12 +23,12 @@ import pytest
 pytest.importorskip("harbor")
 
 from oc_repl.errors import Deadline, SandboxError, SandboxLost  # noqa: E402
-from oc_repl.protocols.camel_tools import ToolCallError  # noqa: E402
-from oc_repl.sandbox import harbor_env  # noqa: E402
+from oc_repl.integrations.harbor import environment as harbor_env  # noqa: E402
+from oc_repl.integrations.harbor.environment import HarborSandbox, LoopBridge  # noqa: E402
+from oc_repl.protocols.camel.tools import ToolCallError  # noqa: E402
+from oc_repl.protocols.terminus.pty_terminal import PtyTerminal  # noqa: E402
+from oc_repl.protocols.terminus.tmux import TmuxTerminal  # noqa: E402
 from oc_repl.sandbox.docker import DockerImageSandbox  # noqa: E402
-from oc_repl.sandbox.harbor_env import HarborSandbox, LoopBridge  # noqa: E402
-from oc_repl.sandbox.pty_terminal import PtyTerminal  # noqa: E402
-from oc_repl.sandbox.terminal import TmuxTerminal  # noqa: E402
 from tests.camel_scenarios import SCENARIOS  # noqa: E402
 from tests.docker_support import IMAGE, docker_session  # noqa: E402
 from tests.harbor_support import TASK, started  # noqa: E402

@@ -57,7 +57,7 @@ def test_10_4_a_brace_in_a_prompt_override_is_one_usage_error_before_any_model_c
     ],
 )
 def test_10_5_a_malformed_task_yaml_is_a_usage_error(tmp_path, yaml, why):
-    from oc_repl.tasks.tb import load_task_dir
+    from oc_repl.tasks.terminal_bench import load_task_dir
 
     task = tmp_path / "task"
     (task / "tests").mkdir(parents=True)
@@ -152,7 +152,7 @@ def test_10_8_an_unwritable_transcript_is_a_usage_error(serve, tmp_path):
 
 
 def test_10_9_an_internal_error_keeps_the_turns_that_ran(serve, tmp_path, monkeypatch):
-    from oc_repl.protocols.camel import CamelProtocol
+    from oc_repl.protocols.camel.protocol import CamelProtocol
 
     original = CamelProtocol.step
     calls = []
@@ -252,8 +252,8 @@ def test_10_20_the_agents_time_is_bounded_by_timeout(serve, tmp_path):
 
 @pytest.mark.timeout(30)  # before the fix, ten thousand open tags took tens of seconds to parse
 def test_10_5a_deep_nesting_and_runs_of_open_tags_parse_at_once():
-    from oc_repl.protocols import terminus_parse as tp
     from oc_repl.protocols.templates import Templates
+    from oc_repl.protocols.terminus import parse as tp
 
     json_m = Templates.load("terminus-json", "messages.toml", tp.JSON_SPEC)
     xml_m = Templates.load("terminus-xml", "messages.toml", tp.XML_SPEC)
@@ -267,7 +267,7 @@ def test_10_5a_the_plain_scans_find_what_upstreams_expressions_find():
     import random
     import re
 
-    from oc_repl.protocols.terminus_xml import _first_block, _keystrokes
+    from oc_repl.protocols.terminus.xml_replies import _first_block, _keystrokes
 
     rng = random.Random(7)
     pieces = ["<keystrokes", ">", "</keystrokes>", "a", " duration='1'", "<plan>", "</plan>", "\n", "<"]

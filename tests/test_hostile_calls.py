@@ -11,7 +11,7 @@ import pytest
 
 from oc_repl.client.wire import build_reply
 from oc_repl.events import ParseError
-from oc_repl.protocols.camel import CamelProtocol
+from oc_repl.protocols.camel.protocol import CamelProtocol
 from oc_repl.sandbox.local import LocalSandbox
 from oc_repl.types import Task
 from tests.client_support import sse_chunk

@@ -314,7 +314,7 @@ def test_a_client_that_exits_without_closing_ends_its_sandbox(tmp_path: Path, mo
 
 
 def test_tmux_meets_its_server_under_the_private_tmp(box: LocalSandbox):
-    from oc_repl.sandbox.terminal import TmuxTerminal
+    from oc_repl.protocols.terminus.tmux import TmuxTerminal
 
     if run(box, "command -v tmux")[0] != 0:
         pytest.skip("tmux is not installed")

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from oc_repl.errors import SandboxError, UsageError
+from oc_repl.protocols.camel.text import terminal_text
 from oc_repl.sandbox import confine, open_sandbox
 from oc_repl.sandbox.capture import CappedBuffer, gap_marker
 from oc_repl.sandbox.local import LocalSandbox
-from oc_repl.sandbox.text import terminal_text
 
 CONFINE_OK, CONFINE_REASON = confine.check()
 needs_bwrap = pytest.mark.skipif(not CONFINE_OK, reason=f"no confinement here: {CONFINE_REASON}")

@@ -273,7 +273,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temp_file(tmp_path, monkeypat
 
 
 def test_github_addresses_become_raw_file_addresses():
-    from oc_repl.protocols.sync.openclaw import raw_github_url
+    from oc_repl.protocols.camel.openclaw import raw_github_url
 
     raw = "https://raw.githubusercontent.com/Gen-Verse/OpenClaw-RL"
     assert raw_github_url("https://github.com/Gen-Verse/OpenClaw-RL") == f"{raw}/main/terminal-rl/agent/prompts.py"
@@ -285,7 +285,7 @@ def test_github_addresses_become_raw_file_addresses():
 
 
 def test_the_cli_and_the_sync_module_agree_on_the_sources():
-    from oc_repl.cli.protocols import SAMPLING_NAMES, SYNC_SOURCES
+    from oc_repl.cli.cmd_protocols import SAMPLING_NAMES, SYNC_SOURCES
     from oc_repl.config import SAMPLING_PRESETS
     from oc_repl.protocols.sync import SOURCES
 

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from benchmarks.pty_render import cpu_seconds, mixed_escapes
-from oc_repl.sandbox.pty_terminal import PtyTerminal
+from oc_repl.protocols.terminus.pty_terminal import PtyTerminal
 from tests import test_pty_terminal
 
 box, pty = test_pty_terminal.box, test_pty_terminal.pty  # the fixtures: a local sandbox, a pty terminal in it

@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 
 from oc_repl.errors import UsageError
-from oc_repl.protocols.terminus import TerminusJson
-from oc_repl.sandbox.keys import deliverable, key_bytes
+from oc_repl.protocols.terminus.keys import deliverable, key_bytes
+from oc_repl.protocols.terminus.protocol import TerminusJson
+from oc_repl.protocols.terminus.pty_terminal import PtyTerminal
+from oc_repl.protocols.terminus.tmux import Terminal, TmuxTerminal, _at_prompt, private_socket
 from oc_repl.sandbox.local import LocalSandbox
-from oc_repl.sandbox.pty_terminal import PtyTerminal
-from oc_repl.sandbox.terminal import Terminal, TmuxTerminal, _at_prompt, private_socket
 from oc_repl.types import Sandbox
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")

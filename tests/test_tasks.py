@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from oc_repl.errors import UsageError
-from oc_repl.tasks.harbor import parse_reward
+from oc_repl.tasks.harbor_format import parse_reward
 from oc_repl.tasks.image import image_tag
 from oc_repl.tasks.model import find_tasks, load_task
 from tests.conftest import ROOT, run_cli
@@ -119,7 +119,7 @@ def test_13_1_the_reward_harbor_tests_write(text, is_json, reward):
 
 
 def test_13_1_the_old_entry_points_still_work():
-    from oc_repl.tasks.tb import build_image, load_task_dir
+    from oc_repl.tasks.terminal_bench import build_image, load_task_dir
 
     assert callable(build_image)
     assert load_task_dir(TASKS / "write-greeting") == load_task(TASKS / "write-greeting")

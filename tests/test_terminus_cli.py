@@ -11,7 +11,7 @@ import pytest
 
 from oc_repl.events import parse_event
 from oc_repl.protocols.templates import Templates
-from oc_repl.protocols.terminus_parse import JSON_SPEC
+from oc_repl.protocols.terminus.parse import JSON_SPEC
 from tests.conftest import cli_env, run_cli
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
@@ -147,7 +147,7 @@ def test_a_megabyte_overflows_the_history_and_falls_back_to_the_screen(serve, tm
 
 
 def test_find_new_content_follows_upstream():
-    from oc_repl.sandbox.terminal import find_new_content
+    from oc_repl.protocols.terminus.tmux import find_new_content
 
     assert find_new_content("$ ls\na\n$", "$ ls\na\n$ pwd\n/x\n$") == "\n$ pwd\n/x\n$"
     assert find_new_content("$", "out\n$") == "$"
@@ -217,8 +217,8 @@ def test_a_shell_that_exits_ends_the_episode_as_upstream_does(serve, tmp_path, w
 
 
 def test_a_tmux_session_that_ended_is_seen_at_once_and_a_capture_answers_for_a_live_one(tmp_path, monkeypatch):
+    from oc_repl.protocols.terminus.tmux import TmuxTerminal, private_socket
     from oc_repl.sandbox.local import LocalSandbox
-    from oc_repl.sandbox.terminal import TmuxTerminal, private_socket
 
     box = LocalSandbox(tmp_path / "w")
     tmux = TmuxTerminal(box, cwd=box.workdir, socket=private_socket())

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from oc_repl.protocols.sync.terminus_upstream import Upstream, loaded
+from oc_repl.protocols.terminus.upstream import Upstream, loaded
 from tests import upstream_terminus as tb
 from tests.conftest import cli_env, read_jsonl, run_cli
 

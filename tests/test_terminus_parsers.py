@@ -12,7 +12,7 @@ import pytest
 
 from oc_repl.protocols import data_dir
 from oc_repl.protocols.templates import Templates, parse
-from oc_repl.protocols.terminus_parse import (
+from oc_repl.protocols.terminus.parse import (
     SPECS,
     Command,
     Parsed,

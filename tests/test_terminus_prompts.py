@@ -8,7 +8,7 @@ import hashlib
 import pytest
 
 from oc_repl.protocols import data_dir
-from oc_repl.protocols.terminus_parse import (
+from oc_repl.protocols.terminus.parse import (
     SPECS,
     Command,
     Parsed,

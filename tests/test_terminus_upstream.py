@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 
 from oc_repl import protocols
-from oc_repl.protocols.sync.terminus import DERIVE
-from oc_repl.protocols.sync.terminus_upstream import Upstream, loaded
 from oc_repl.protocols.templates import Templates, dump
-from oc_repl.protocols.terminus_parse import limit_output, parse_json, parse_xml, prompt_observation, salvage_xml
-from oc_repl.sandbox.terminal import Terminal
+from oc_repl.protocols.terminus.parse import limit_output, parse_json, parse_xml, prompt_observation, salvage_xml
+from oc_repl.protocols.terminus.sync import DERIVE
+from oc_repl.protocols.terminus.tmux import Terminal
+from oc_repl.protocols.terminus.upstream import Upstream, loaded
 from oc_repl.types import Reply, Task
 from tests import upstream_terminus as tb
 from tests.test_terminus_parsers import BUILTIN, JSON_CASES, LS, OK, XML_CASES, XML_OK, reply, xml

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from oc_repl.protocols.sync.terminus import derive_messages
-from oc_repl.protocols.sync.terminus_upstream import PROMPTS, read_member
 from oc_repl.protocols.templates import Templates, parse
-from oc_repl.protocols.terminus_parse import SPECS
-from oc_repl.sandbox.terminal import Probe, Terminal
+from oc_repl.protocols.terminus.parse import SPECS
+from oc_repl.protocols.terminus.sync import derive_messages
+from oc_repl.protocols.terminus.tmux import Probe, Terminal
+from oc_repl.protocols.terminus.upstream import PROMPTS, read_member
 
 VERSION = "0.2.18"
 WHEEL_SHA256 = "564e8f50968c91a9018edf62ed0c2cfb3a1cf068cf4f843bcaeed06d8340f2e8"

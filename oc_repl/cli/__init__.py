@@ -17,7 +17,7 @@ if "httpx" not in sys.modules:
 
 from oc_repl import __version__
 from oc_repl.apikey import key_options
-from oc_repl.cli.report import report_error
+from oc_repl.cli.exits import report_error
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -153,7 +153,7 @@ class LazyGroup(click.Group):
     """Subcommands kept in modules of their own are imported only when named (or listed by --help): `run` does not
     pay for bench's, doctor's or export's imports before its first request."""
 
-    lazy = {name: f"oc_repl.cli.{name}" for name in ("bench", "doctor", "export", "protocols")}
+    lazy = {name: f"oc_repl.cli.cmd_{name}" for name in ("bench", "doctor", "export", "protocols")}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})
@@ -179,7 +179,7 @@ def main(ctx: click.Context, **params: Any) -> None:
         # `oc-repl --model m run ...` means the same as `oc-repl run --model m ...`
         ctx.obj = _typed(ctx, params)
         return
-    from oc_repl.cli.shell import run_shell
+    from oc_repl.cli.cmd_shell import run_shell
 
     sys.exit(run_shell(_settings_or_exit(params)))
 
@@ -219,17 +219,17 @@ def _settings_or_exit(params: dict[str, Any]) -> Any:
 @click.pass_context
 def run(ctx: click.Context, instruction: tuple[str, ...], attempts: int, **params: Any) -> None:
     """Run one task; stdout gets the final answer, the exit code the outcome."""
-    from oc_repl.cli.run import run_task
+    from oc_repl.cli.cmd_run import run_command
 
     # typed flags (here or before `run`) > environment > file > defaults
     given = {**{k: v for k, v in params.items() if v is not None}, **(ctx.obj or {}), **_typed(ctx, params)}
-    sys.exit(run_task(_settings_or_exit(given), " ".join(instruction), attempts))
+    sys.exit(run_command(_settings_or_exit(given), " ".join(instruction), attempts))
 
 
 @main.command()
 @click.argument("transcript", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def show(transcript: Path) -> None:
     """Render a saved transcript (a bad line is named on stderr and makes the exit status 2)."""
-    from oc_repl.cli.show import show_transcript
+    from oc_repl.cli.cmd_show import show_transcript
 
     sys.exit(show_transcript(transcript))

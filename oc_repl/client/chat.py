@@ -23,6 +23,7 @@ from collections.abc import Callable
 from contextlib import closing
 from typing import Any
 
+from oc_repl.calls import bounded_json
 from oc_repl.client.api_base import check_api_base, unusable
 from oc_repl.client.failures import (
     Failure,
@@ -37,7 +38,7 @@ from oc_repl.client.failures import (
     server_message,
 )
 from oc_repl.client.stream import StreamReader, plain_reply, read_json
-from oc_repl.client.wire import loads, normalise_history
+from oc_repl.client.wire import normalise_history
 from oc_repl.errors import ServerError, ServerUnreachable, UsageError
 from oc_repl.types import Reply
 
@@ -287,7 +288,7 @@ def _status_error(response: Any, httpx: Any) -> StatusError:
         pass  # what arrived is all there is to quote
     text = data[:_ERROR_BODY].decode("utf-8", "replace")
     try:
-        body: Any = loads(text)
+        body: Any = bounded_json(text)
     except ValueError:
         body = text
     if isinstance(body, dict) and "error" in body:  # {"error": {...}} (OpenAI, llama.cpp) or {"error": "..."}

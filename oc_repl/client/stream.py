@@ -12,9 +12,10 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from oc_repl.calls import TooDeep, bounded_json
 from oc_repl.client.failures import Incomplete, Malformed, NoStream, Reported, Stalled, readable
 from oc_repl.client.think import Delta, ThinkRouter
-from oc_repl.client.wire import StreamAccumulator, TooDeep, build_reply, loads, read_finish_reason
+from oc_repl.client.wire import StreamAccumulator, build_reply, read_finish_reason
 from oc_repl.types import Reply
 
 MAX_BODY = 64 * 2**20  # a 4096-token reply is some 20 KB, streamed perhaps 1 MB; more is a server gone wrong
@@ -160,7 +161,7 @@ def read_json(pieces: Iterable[bytes], started: float, timeout: float, what: str
 
 def _json(text: str, what: str) -> Any:
     try:
-        return loads(text)
+        return bounded_json(text)
     except TooDeep as exc:
         raise Malformed(f"{what} is {exc}") from exc
     except ValueError as exc:

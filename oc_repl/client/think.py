@@ -4,25 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+from oc_repl.calls import THINK_CLOSE, THINK_OPEN
 
 Delta = Callable[[str, str], None]
-
-
-def split_think(text: str) -> tuple[str | None, str]:
-    """(inner text of a leading think block or None, the rest with its leading whitespace removed).
-
-    An unterminated leading block is all reasoning: the model was cut while thinking.
-    """
-    s = text.lstrip()
-    if s.startswith(THINK_OPEN):
-        end = s.find(THINK_CLOSE)
-        if end < 0:
-            return s[len(THINK_OPEN) :], ""
-        return s[len(THINK_OPEN) : end], s[end + len(THINK_CLOSE) :].lstrip()
-    if s.startswith(THINK_CLOSE):  # the template prefilled the opening tag
-        return "", s[len(THINK_CLOSE) :].lstrip()
-    return None, s
 
 
 def _held_suffix(text: str, tag: str) -> int:

@@ -22,9 +22,9 @@ from oc_repl.errors import UsageError
 from oc_repl.types import AgentProtocol, Asset
 
 KINDS: dict[str, str] = {
-    "camel": "oc_repl.protocols.camel:CamelProtocol",
-    "terminus-json": "oc_repl.protocols.terminus:TerminusJson",
-    "terminus-xml": "oc_repl.protocols.terminus:TerminusXml",
+    "camel": "oc_repl.protocols.camel.protocol:CamelProtocol",
+    "terminus-json": "oc_repl.protocols.terminus.protocol:TerminusJson",
+    "terminus-xml": "oc_repl.protocols.terminus.protocol:TerminusXml",
     "raw": "oc_repl.protocols.raw:RawProtocol",
 }
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from oc_repl import events as ev
-from oc_repl.client.wire import split_think
+from oc_repl.calls import split_think
 from oc_repl.errors import UsageError
 from oc_repl.types import Approve, Asset, Emit, Message, Reply, Request, Sandbox, Step, Task, allow_all
 

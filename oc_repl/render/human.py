@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
-from oc_repl.render.isolation import isolation_line
+from oc_repl.render.sandbox_line import isolation_line
 from oc_repl.render.sanitize import fold, one_line, sanitize
 
 if TYPE_CHECKING:  # imported where first drawn: a one-shot run's header does not wait for them

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from oc_repl.errors import SandboxError
 from oc_repl.sandbox.capture import CappedBuffer, OutputReader
-from oc_repl.sandbox.text import command_bytes
+from oc_repl.text import command_bytes
 
 # A background child (`server &`) inherits the output pipe and may hold it open long after the command itself has
 # ended; waiting for its end of file would hang the caller. Output counts as drained once the reader reaches end of

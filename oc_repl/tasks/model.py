@@ -44,10 +44,10 @@ class TaskDir:
     def verifier(self, cwd: str | None = None) -> Verifier:
         """What judges a run of this task once the agent is done; `cwd` is the image's WORKDIR."""
         if self.format == "harbor":
-            from oc_repl.tasks.harbor import HarborVerifier
+            from oc_repl.tasks.harbor_format import HarborVerifier
 
             return HarborVerifier(self, cwd=cwd)
-        from oc_repl.tasks.tb import TaskVerifier
+        from oc_repl.tasks.terminal_bench import TaskVerifier
 
         return TaskVerifier(self, cwd=cwd)
 
@@ -60,11 +60,11 @@ def load_task(path: Path | str) -> TaskDir:
     """A task directory of either format; UsageError naming what is wrong when it is neither or malformed."""
     path = Path(path)
     if (path / "task.toml").is_file():
-        from oc_repl.tasks.harbor import load_harbor_dir
+        from oc_repl.tasks.harbor_format import load_harbor_dir
 
         return load_harbor_dir(path)
     if (path / "task.yaml").is_file():
-        from oc_repl.tasks.tb import load_task_dir
+        from oc_repl.tasks.terminal_bench import load_task_dir
 
         return load_task_dir(path)
     raise UsageError(

@@ -1,0 +1,70 @@
+"""`oc-repl run`: one task, its events rendered for people (stderr) or machines (stdout), the answer on stdout."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from oc_repl.cli.exits import report_error
+from oc_repl.config import RunSettings
+from oc_repl.errors import OcReplError, UsageError
+from oc_repl.session import Fanout
+
+
+def open_transcript(settings: RunSettings, thread: str) -> Any:
+    """The run's transcript writer; a path that cannot be written is a usage error, before anything runs."""
+    from oc_repl.transcript import TranscriptWriter, default_path
+
+    path = settings.transcript or default_path(thread)
+    try:
+        return TranscriptWriter(path, secrets=(settings.api_key,))
+    except OSError as exc:
+        raise UsageError(f"cannot write the transcript to {path}: {exc.strerror or exc}") from exc
+
+
+def renderer_for(settings: RunSettings) -> Callable[[Any], None]:
+    if settings.json_output:
+        from oc_repl.render.jsonl import JsonlRenderer
+
+        return JsonlRenderer()
+    from oc_repl.render.human import HumanRenderer
+
+    return HumanRenderer()
+
+
+def run_command(settings: RunSettings, instruction: str, attempts: int = 1) -> int:
+    from oc_repl.api import check_attempts, run_attempts
+
+    try:
+        check_attempts(settings, attempts)
+        transcript = open_transcript(settings, uuid.uuid4().hex[:12])
+    except OcReplError as exc:
+        return report_error(exc)
+    try:
+        result = run_attempts(
+            settings, instruction, Fanout(transcript, renderer_for(settings)), attempts, str(transcript.path)
+        )
+    except OcReplError as exc:
+        return report_error(exc)
+    finally:
+        transcript.close()
+    try:
+        if not settings.json_output and result.final_answer:
+            answer = result.final_answer.rstrip("\n")
+            if sys.stdout.isatty():  # on a terminal the answer is display: hidden characters shown, as everywhere
+                from oc_repl.render.sanitize import sanitize
+
+                answer = sanitize(answer)
+            sys.stdout.write(answer + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        from oc_repl.render.jsonl import silence_stdout
+
+        silence_stdout()
+    if not settings.json_output:
+        if attempts > 1:
+            sys.stderr.write(f"attempt {result.attempt} of at most {attempts}: {result.status}\n")
+        sys.stderr.write(f"transcript: {transcript.path}  (replay: oc-repl show {transcript.path})\n")
+    return result.exit_code

@@ -1,0 +1,51 @@
+"""`oc-repl show TRANSCRIPT`: a saved transcript rendered as the run showed it.
+
+A viewer shows what it can: every good line is shown, every bad one is named (file and line) on stderr, and any bad
+line makes the exit status 2. A last line without its newline is what a killed run leaves: it is named, not an error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from oc_repl.cli.exits import report_error
+from oc_repl.errors import UsageError
+from oc_repl.safejson import BadInput
+
+LISTED = 10  # bad lines named one by one; the rest are counted
+
+
+def show_transcript(transcript: Path) -> int:
+    from oc_repl.render.human import HumanRenderer
+    from oc_repl.render.sanitize import sanitize
+    from oc_repl.transcript import numbered_events
+
+    render = HumanRenderer()
+    bad: list[BadInput] = []
+    shown = 0
+    try:
+        for _number, event in numbered_events(transcript):
+            if isinstance(event, BadInput):
+                bad.append(event)
+                continue
+            render(event)
+            shown += 1
+    except BadInput as unreadable:
+        return report_error(UsageError(sanitize(str(unreadable))))
+    if bad and not shown:
+        return report_error(UsageError(f"{sanitize(str(transcript))} is not an oc-repl transcript: {_why(bad[0])}"))
+    for line in bad[:LISTED]:
+        note = " (the run that wrote it stopped mid-line)" if line.cut else ""
+        click.echo(f"oc-repl: {sanitize(str(transcript))}:{line.line}: {_why(line)}{note}", err=True)
+    if len(bad) > LISTED:
+        click.echo(f"oc-repl: … and {len(bad) - LISTED} more bad lines", err=True)
+    return 2 if any(not line.cut for line in bad) else 0
+
+
+def _why(bad: BadInput) -> str:
+    from oc_repl.render.sanitize import one_line
+
+    why = one_line(bad.why)
+    return why if len(why) <= 200 else why[:200] + "…"

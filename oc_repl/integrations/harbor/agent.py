@@ -1,0 +1,277 @@
+"""oc-repl as a Harbor agent: `harbor run --agent oc_repl.harbor:OcRepl -m MODEL -e docker|daytona|... -n 64`.
+
+The agent runs in Harbor's own process, on the one asyncio loop all its concurrent trials share, so the loop must never
+block. oc-repl's Session is synchronous: each trial runs it on a worker thread of its own, and its sandbox
+(oc_repl/integrations/harbor/environment.py) hands every environment call back to Harbor's loop.
+
+Settings come from Harbor's agent options (`--ak key=value`, listed by `harbor agent schema oc_repl.harbor:OcRepl`);
+the API base falls back to OPENAI_BASE_URL, and the key is read from Harbor's own environment (`api_key_env`, default
+OPENAI_API_KEY) and never taken as an option: Harbor writes options into its job files and puts `--ae` variables into
+the task container's commands.
+
+Harbor, not oc-repl, judges the trial: oc-repl's verifier never runs. The agent returns normally whenever the task may
+be done (the model finished, the turn cap, a loop, too many unreadable replies, a context overflow), so Harbor's
+verifier runs; it raises only when something outside the model failed (the model server after oc-repl's retries, the
+environment, the settings), which Harbor records as the trial's exception. Before it returns, it stops every process
+in the environment but pid 1 (Harbor's verifier then runs on a quiet machine: a reward writer left in the background
+is gone), and the tamper probe's findings (baseline at the start, look at the end) go to `context.metadata`, with
+`tampered` true when one of them can sway tests (the status is then `tampered`).
+
+When Harbor stops the agent (its timeout, or a cancelled job), the worker cannot be interrupted by a signal (only the
+main thread gets those), so it is stopped cooperatively: the environment call it is waiting on is cancelled, and the
+next call, turn, request or streamed token raises oc-repl's own Deadline. oc-repl then ends the run as it ends one that
+ran out of time: the running command's process group is killed, the turn is recorded as failed, camel's sessions or
+the terminus terminal are closed, every process the sandbox started is killed, and the transcript ends with
+`thread.completed` (status `agent_timeout`). The agent waits for that up to STOP_GRACE seconds; a worker still inside
+a model request then (a server that sends nothing) is abandoned: its later environment calls are refused, the
+processes it started are killed from the loop, and it ends on its own when the request returns or times out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from harbor.agents.base import BaseAgent
+from harbor.agents.options import AgentOptions, Env
+from harbor.environments.base import BaseEnvironment
+from harbor.models.agent.context import AgentContext
+from pydantic import Field, ValidationError
+
+from oc_repl import __version__
+from oc_repl.config import RunSettings, validate
+from oc_repl.errors import OcReplError, SandboxError
+from oc_repl.integrations.harbor.environment import HarborSandbox, LoopBridge
+from oc_repl.integrations.harbor.record import CHECKPOINTS, RunRecord, trajectory
+from oc_repl.outcome import Status
+from oc_repl.private import write_atomic
+from oc_repl.redact import Redactor, redactor
+from oc_repl.session import Fanout, Session, TaskResult
+from oc_repl.transcript import TranscriptWriter
+
+TRANSCRIPT = "oc-repl.jsonl"
+STOP_GRACE = 15.0  # seconds a stopped worker gets to end its run before it is abandoned
+# Ends after which the task may be solved: Harbor's verifier decides (a tampered run too: it gets its reward, and its
+# metadata says what the agent tried).
+GRADED = frozenset(
+    {
+        Status.DONE,
+        Status.TURN_CAP,
+        Status.LOOP,
+        Status.PARSE_ERRORS,
+        Status.CONTEXT_LENGTH,
+        Status.AGENT_TIMEOUT,
+        Status.TAMPERED,
+    }
+)
+
+
+class OcReplOptions(AgentOptions):
+    """oc-repl's run settings, as `--ak key=value` (see `oc-repl run --help` for what each does)."""
+
+    protocol: str = Field("camel-terminal-toolkit", description="camel-terminal-toolkit, terminus-json, terminus-xml.")
+    exact: bool = Field(False, description="Run exactly as upstream (needs `oc-repl protocols sync` on this host).")
+    max_turns: int | None = Field(None, ge=1, description="Model turns at most (12; 10 for camel with exact).")
+    api_base: Annotated[str | None, Env("OPENAI_BASE_URL", fallback="OPENAI_BASE_URL")] = Field(
+        None, description="The model server's OpenAI-compatible base URL (OPENAI_BASE_URL, else sglang's default)."
+    )
+    api_key_env: str = Field("OPENAI_API_KEY", description="The variable of Harbor's environment holding the API key.")
+    model: str | None = Field(None, description="Model name sent to the server (-m without a provider prefix).")
+    task_name: str | None = Field(None, description="The task's name as camel shows it (the Harbor task's name).")
+    history: Literal["training", "camel-0.2.85", "full"] | None = Field(None, description="As `oc-repl run --history`.")
+    sampling: Literal["default", "training"] | None = Field(None, description="As `oc-repl run --sampling`.")
+    temperature: float | None = Field(None, ge=0, description="As `oc-repl run --temperature`.")
+    top_p: float | None = Field(None, gt=0, le=1, description="As `oc-repl run --top-p`.")
+    max_tokens: int | None = Field(None, ge=1, description="As `oc-repl run --max-tokens`.")
+    observation_limit: int | None = Field(None, ge=0, description="As `oc-repl run --observation-limit`.")
+    wait: Literal["detect", "exact"] | None = Field(None, description="As `oc-repl run --wait` (terminus).")
+    relative_paths: Literal["workdir", "root"] | None = Field(None, description="As `oc-repl run --relative-paths`.")
+    loop_limit: int | None = Field(None, ge=0, description="As `oc-repl run --loop-limit` (0: no loop detection).")
+    workdir: str | None = Field(None, description="Where camel's commands run (/workspace, as trained).")
+    stream: bool | None = Field(None, description="Stream replies (as `oc-repl run --stream/--no-stream`).")
+    retries: int | None = Field(None, ge=0, description="Retries of a failed model request (3).")
+    idle_timeout: float | None = Field(None, gt=0, description="Seconds a stream may stay silent (120).")
+    request_timeout: float | None = Field(None, gt=0, description="Seconds for an unstreamed reply (600).")
+
+
+RUN_KEYS = set(OcReplOptions.model_fields) - set(AgentOptions.model_fields) - {"api_key_env"}
+
+
+def run_settings(options: OcReplOptions, model: str | None) -> RunSettings:
+    """The settings of one run; a ValueError (Harbor's kind of option error) when they do not go together."""
+    values = {key: value for key, value in options.model_dump(include=RUN_KEYS).items() if value is not None}
+    values.update(api_key=os.environ.get(options.api_key_env) or "EMPTY")
+    if model and "model" not in values:
+        values["model"] = model
+    try:
+        # checked as any run's settings are; the sandbox is Harbor's environment, which no spec names
+        return validate(values).replace(sandbox="harbor:environment")
+    except OcReplError as exc:
+        raise ValueError(f"{exc.message} ({exc.hint})" if exc.hint else exc.message) from None
+
+
+class ApiError(RuntimeError):
+    """The model server failed after oc-repl's own retries. Harbor files exceptions by class name; under this one it
+    counts a failed model provider and retries the trial (`--max-retries`)."""
+
+
+class ApiConnectionError(ApiError):
+    """The model server could not be reached (same filing as ApiError)."""
+
+
+class OcReplEnvironmentError(RuntimeError):
+    """The environment failed under oc-repl's commands: a failure of the trial, not of the model."""
+
+
+class OcRepl(BaseAgent):
+    options_model = OcReplOptions
+
+    @staticmethod
+    def name() -> str:
+        return "oc-repl"
+
+    def version(self) -> str:
+        return __version__
+
+    @classmethod
+    def preflight(cls, kwargs: dict[str, Any] | None = None, env: Any = None) -> None:
+        """Refuse settings that cannot work before any trial starts."""
+        options = cls.parse_options(kwargs, env)
+        assert isinstance(options, OcReplOptions)
+        run_settings(options, None)
+        if options.api_key_env in (env or {}):
+            raise ValueError(
+                f"{options.api_key_env} is set with --ae, which puts it into the task container's commands; "
+                "set it in Harbor's own environment instead (the shell, or --env-file)"
+            )
+
+    async def set_web_tools_disabled(self, disabled: bool, environment: BaseEnvironment) -> None:
+        """oc-repl has no web tools of its own: the model reaches a network only through commands in the environment,
+        which the environment's network policy governs."""
+
+    async def setup(self, environment: BaseEnvironment) -> None:
+        """Nothing to install: oc-repl runs here, in Harbor's process, and reaches the environment through exec."""
+
+    async def run(self, instruction: str, environment: BaseEnvironment, context: AgentContext) -> None:
+        assert isinstance(self.options, OcReplOptions)
+        settings = run_settings(self.options, self._parsed_model_name)
+        if settings.task_name is None and getattr(environment, "environment_name", None):
+            settings = settings.replace(task_name=environment.environment_name)
+        logs = Path(self.logs_dir).resolve()
+        logs.mkdir(parents=True, exist_ok=True)
+        loop = asyncio.get_running_loop()
+        bridge = LoopBridge(loop)
+        redact = redactor(settings.api_key)  # the transcript's own: every record of the trial redacts alike
+        record = RunRecord(on_turn=lambda: loop.call_soon_threadsafe(_fill, context, record, redact))
+        try:
+            sandbox = await HarborSandbox.open(environment, bridge, workdir=settings.workdir)
+        except SandboxError as exc:
+            raise OcReplEnvironmentError(f"{exc.message} ({exc.hint})" if exc.hint else exc.message) from None
+        done: asyncio.Future[TaskResult | BaseException] = loop.create_future()
+        worker = threading.Thread(
+            target=_work,
+            args=(settings, sandbox, instruction, logs / TRANSCRIPT, record, done),
+            name=f"oc-repl-{self.session_id or 'trial'}",
+            daemon=True,  # a worker abandoned in a model request must not keep Harbor's process alive
+        )
+        worker.start()
+        stopped: asyncio.CancelledError | None = None
+        try:
+            outcome = await asyncio.shield(done)
+        except asyncio.CancelledError as exc:
+            stopped = exc
+            bridge.stop("Harbor stopped the agent")
+            try:
+                outcome = await asyncio.wait_for(asyncio.shield(done), STOP_GRACE)
+            except TimeoutError:
+                self.logger.warning("oc-repl did not stop within %ss; killing its processes from here", STOP_GRACE)
+                bridge.abandon()
+                await sandbox.aclose()
+                outcome = None
+        finally:
+            _fill(context, record, redact)
+            self._write_trajectory(logs, record, redact)
+        if stopped is not None:
+            raise stopped
+        _raise_for(outcome, record)
+
+    def _write_trajectory(self, logs: Path, record: RunRecord, redact: Redactor) -> None:
+        try:
+            found = trajectory(record, self.session_id or "oc-repl", __version__)
+        except ValidationError as exc:  # a summary that does not fit ATIF must not cost the trial
+            self.logger.warning("no trajectory.json: %s", exc)
+            return
+        if found is not None:
+            text = json.dumps(redact.data(found.to_json_dict()), indent=2, ensure_ascii=False)
+            write_atomic(logs / "trajectory.json", text)
+
+
+def _work(
+    settings: RunSettings,
+    sandbox: HarborSandbox,
+    instruction: str,
+    path: Path,
+    record: RunRecord,
+    done: asyncio.Future[Any],
+) -> None:
+    """The worker thread: one oc-repl run, closed at its end (sessions, terminal, the sandbox's processes)."""
+    bridge = sandbox.bridge
+    bridge.worker = threading.current_thread()
+
+    def checkpoint(event: Any) -> None:
+        if event.type in CHECKPOINTS:
+            bridge.checkpoint()
+
+    outcome: TaskResult | BaseException
+    try:
+        writer = TranscriptWriter(path, secrets=(settings.api_key,))
+        try:
+            session = Session(settings, Fanout(writer, record, checkpoint))
+            session.sandbox, session.transcript_path = sandbox, str(path)
+            session.judged_after = GRADED  # Harbor's verifier runs next: on a quiet environment, with the evidence
+            try:
+                outcome = session.run(instruction, close_after=True)
+                record.findings = outcome.findings
+            finally:
+                session.client.close()
+        finally:
+            writer.close()
+    except BaseException as exc:  # handed to the loop, which raises it as the trial's exception
+        outcome = exc
+    with contextlib.suppress(RuntimeError):  # the loop is gone: Harbor ended while this worker was abandoned
+        bridge.loop.call_soon_threadsafe(_settle, done, outcome)
+
+
+def _settle(done: asyncio.Future[Any], outcome: Any) -> None:
+    if not done.done():
+        done.set_result(outcome)
+
+
+def _fill(context: AgentContext, record: RunRecord, redact: Redactor) -> None:
+    """Harbor's agent context, as the run has gone so far (kept as it is if Harbor stops the agent)."""
+    context.n_input_tokens = record.input_tokens
+    context.n_output_tokens = record.output_tokens
+    context.metadata = redact.data(record.metadata())
+
+
+def _raise_for(outcome: TaskResult | BaseException | None, record: RunRecord) -> None:
+    """Nothing when the verifier should judge; otherwise the failure, as an exception Harbor records."""
+    if isinstance(outcome, BaseException):
+        raise outcome
+    if outcome is None or outcome.status in GRADED:
+        return
+    error = record.last_error
+    message = f"oc-repl ended with {outcome.status.value}" + (f": {error.message}" if error else "")
+    if outcome.status in (Status.SERVER_ERROR,):
+        unreachable = error is not None and error.kind == "server_unreachable"
+        raise (ApiConnectionError if unreachable else ApiError)(message)
+    if outcome.status in (Status.SANDBOX_ERROR, Status.BUILD_ERROR):
+        raise OcReplEnvironmentError(message)
+    if outcome.status is Status.USAGE:
+        raise ValueError(message)
+    raise RuntimeError(message)

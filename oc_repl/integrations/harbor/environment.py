@@ -1,0 +1,343 @@
+"""A Harbor environment (docker, daytona, modal, e2b, ...) as an oc-repl sandbox.
+
+oc-repl's loop is synchronous and runs on a worker thread; the environment's methods are coroutines of the asyncio loop
+Harbor runs every trial on. `LoopBridge` (harbor_bridge.py) hands each call to that loop and waits for it on the worker,
+so the loop never blocks. How a command runs detached and is looked at later is in harbor_shell.py: its own session and
+process group, a timeout that kills the group, output capped when read, the exit status, background children left alone,
+and a pty (util-linux `script`) for processes that need a terminal.
+
+No Harbor import here: any object with Harbor's `exec`/`upload_file`/`upload_dir` coroutines will do.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import math
+import os
+import posixpath
+import shlex
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from oc_repl.errors import Deadline, SandboxError, SandboxLost
+from oc_repl.integrations.harbor import shell as sh
+from oc_repl.integrations.harbor.bridge import LoopBridge
+from oc_repl.sandbox import leftovers
+from oc_repl.sandbox.capture import gap_marker
+from oc_repl.sandbox.docker import DEFAULT_WORKDIR
+from oc_repl.sandbox.docker_exec import kill_recorded
+from oc_repl.types import ExecResult, Leftover
+
+POLL_WINDOW = 2.0  # seconds one look may wait in the environment for a command's end
+EXEC_MARGIN = 60  # Harbor's own exec timeout, a backstop over what a script itself waits
+READ_GAP = 0.2  # a running process's output is fetched at most this often: every fetch is an exec
+TERMINAL_ENV = {"TERM": "xterm", "PYTHONUNBUFFERED": "1"}  # as docker: gives its terminal processes
+
+
+def _text(result: Any) -> str:
+    return (result.stdout or "") + (result.stderr or "")
+
+
+class HarborSandbox:
+    """The Sandbox seam over a Harbor environment; its methods are called from a worker thread only."""
+
+    def __init__(
+        self,
+        environment: Any,
+        bridge: LoopBridge,
+        *,
+        directory: str,
+        workdir: str,
+        image_workdir: str,
+        terminal: bool,
+        output_limit: int = 1 << 20,
+        baseline: list[str] | None = None,
+    ) -> None:
+        self.env, self.bridge = environment, bridge
+        self.baseline = baseline or []  # "pid:starttime" of the processes that ran when the sandbox opened
+        self.directory = directory
+        self.workdir = workdir
+        self.image_workdir = image_workdir  # where Harbor's own exec starts: the task's workdir or the image's
+        self.terminal = terminal  # `script` is there to give processes a pty
+        self.half = max(1, output_limit // 2)
+        kind = environment.type() if hasattr(environment, "type") else type(environment).__name__
+        self.spec = f"harbor:{getattr(kind, 'value', kind)}"
+
+    @classmethod
+    async def open(
+        cls, environment: Any, bridge: LoopBridge, workdir: str | None = None, output_limit: int = 1 << 20
+    ) -> HarborSandbox:
+        """Check the environment has what the sandbox runs on and make its directory (on the loop, awaited)."""
+        marker, directory, workdir = sh.token(), f"{sh.ROOT}/{sh.token()}", workdir or DEFAULT_WORKDIR
+        script = f"{sh.setup(directory, workdir, marker)}\n{leftovers.baseline_script(marker + 'b')}"  # and what runs
+        result = await environment.exec(script, timeout_sec=EXEC_MARGIN)
+        fields = sh.status(_text(result), marker)
+        if fields is None:
+            raise SandboxError(f"the environment did not run oc-repl's setup: {_text(result).strip()[-300:]}")
+        missing, pwd = fields[0].split(), ":".join(fields[1:])
+        if workdir in missing:  # the agent's user may not create it (/workspace under /): root makes it theirs
+            owner = getattr(environment, "default_user", None)
+            make = f"mkdir -p {shlex.quote(workdir)}"
+            if owner is not None:
+                make += f" && chown {shlex.quote(str(owner))} {shlex.quote(workdir)}"
+            made = await environment.exec(make, user="root", timeout_sec=EXEC_MARGIN)
+            if made.return_code == 0:
+                missing.remove(workdir)
+        needed = [name for name in missing if name != "script"]
+        if needed:
+            raise SandboxError(
+                f"the environment lacks {', '.join(needed)}, which oc-repl's Harbor sandbox runs commands with",
+                hint="use an image with bash, coreutils and util-linux (any Debian or Ubuntu image has them)",
+            )
+        return cls(
+            environment,
+            bridge,
+            directory=directory,
+            workdir=workdir,
+            image_workdir=pwd or "/",
+            terminal="script" not in missing,
+            output_limit=output_limit,
+            baseline=leftovers.parse_baseline(_text(result), marker + "b"),
+        )
+
+    # --- plumbing ----------------------------------------------------------------------------------------------
+
+    def run_script(self, script: str, wait: float = 0.0, user: str | None = None) -> str:
+        """One exec of one of our scripts; what it printed. A failed exec is a SandboxError."""
+        timeout = math.ceil(wait) + EXEC_MARGIN
+        try:
+            result = self.bridge.call(lambda: self.env.exec(script, timeout_sec=timeout, user=user))
+        except (SandboxError, Deadline):
+            raise
+        except Exception as exc:  # whatever the environment raises: Harbor's exec timeout, a lost connection
+            raise SandboxError(f"the environment's exec failed: {exc}") from exc
+        return _text(result)
+
+    def report(self, script: str, marker: str, wait: float = 0.0, user: str | None = None) -> sh.Report:
+        text = self.run_script(script, wait, user)
+        found = sh.parse(text, marker)
+        if found is None:
+            raise SandboxLost(f"the environment did not run the command: {text.strip()[-300:] or 'no output'}")
+        if found.state == "nocwd":
+            raise SandboxError("the working directory does not exist in the environment")
+        return found
+
+    def _abs(self, path: str) -> str:
+        return path if posixpath.isabs(path) else posixpath.join(self.workdir, path)
+
+    def _upload(self, data: bytes, target: str) -> None:
+        with tempfile.NamedTemporaryFile(prefix="oc-repl-", delete=False) as tmp:
+            tmp.write(data)
+        try:
+            os.chmod(tmp.name, 0o644)  # readable by whichever user the environment runs commands as
+            self.bridge.call(lambda: self.env.upload_file(tmp.name, target))
+        except (SandboxError, Deadline):
+            raise
+        except Exception as exc:
+            raise SandboxError(f"cannot copy into the environment: {exc}") from exc
+        finally:
+            os.unlink(tmp.name)
+
+    # --- the Sandbox seam --------------------------------------------------------------------------------------
+
+    def spawn(
+        self,
+        command: str,
+        tty: bool = True,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        user: str | None = None,
+        wait: float = 0.0,
+    ) -> HarborProcess:
+        if "\0" in command:  # no process takes one in an argument; the script's decoding would drop it and run the rest
+            raise SandboxError(f"cannot start a command in {cwd or self.workdir}: embedded null byte")
+        if tty and not self.terminal:
+            raise SandboxError(
+                "the environment has no `script` (util-linux) to give the process a terminal",
+                hint="install util-linux (bsdutils) in the image, or use blocking commands",
+            )
+        path, marker = f"{self.directory}/{sh.token()}", sh.token()
+        data = command.encode("utf-8", "surrogateescape" if _escapable(command) else "surrogatepass")
+        inline = len(data) <= sh.INLINE_COMMAND
+        if not inline:
+            self.run_script(f"mkdir -p {self.directory}")
+            self._upload(data, f"{path}.cmd")
+        base = TERMINAL_ENV if tty else {"TERM": "dumb"}
+        script = sh.start(
+            path,
+            marker,
+            command=data if inline else None,
+            cwd=cwd or self.workdir,
+            env={**base, **(env or {})},
+            tty=tty,
+            wait=wait,
+            half=self.half,
+        )
+        return HarborProcess(self, path, tty, self.report(script, marker, wait, user))
+
+    def exec(self, command: str, timeout: float, cwd: str | None = None, user: str | None = None) -> ExecResult:
+        started = time.monotonic()
+        proc = self.spawn(command, tty=False, cwd=cwd, user=user, wait=min(max(timeout, 0.0), POLL_WINDOW))
+        timed_out = not proc.wait(timeout - (time.monotonic() - started))
+        if timed_out:
+            proc.kill()
+        output = proc.read_available()
+        return ExecResult(output, None if timed_out else proc.exit_code, timed_out, proc.dropped)
+
+    def write_file(self, path: str, data: bytes) -> None:
+        target, marker = self._abs(path), sh.token()
+        q = shlex.quote
+        if len(data) <= sh.INLINE_COMMAND:
+            fill = f"echo {base64.b64encode(data).decode()} | base64 -d > {q(target)}"
+        else:
+            staged = f"{self.directory}/{sh.token()}.data"
+            self.run_script(f"mkdir -p {self.directory}")
+            self._upload(data, staged)
+            fill = f"cat {q(staged)} > {q(target)} && rm -f {q(staged)}"
+        # run as the agent's user, so the file is theirs, as one a command of theirs wrote
+        script = f"M={marker}; {{ mkdir -p -- {q(posixpath.dirname(target))} && {fill}; }} 2>&1 && echo @@OCR:$M:ok@@"
+        text = self.run_script(script)
+        if sh.status(text, marker) != ["ok"]:
+            raise SandboxError(f"cannot write {path}: {text.strip()[-300:] or 'failed'}")
+
+    def read_file(self, path: str) -> bytes:
+        marker = sh.token()
+        script = f"M={marker}; base64 < {shlex.quote(self._abs(path))} 2>&1 && echo @@OCR:$M:ok@@"
+        text = self.run_script(script)
+        if sh.status(text, marker) != ["ok"]:
+            raise SandboxError(f"cannot read {path}: {text.strip()[-300:]}")
+        return base64.b64decode("".join(text[: text.rindex("@@OCR:")].split()))
+
+    def put(self, src: Path, dest: str) -> None:
+        target = self._abs(dest)
+        upload = self.env.upload_dir if src.is_dir() else self.env.upload_file
+        try:
+            self.bridge.call(lambda: upload(src, target))
+        except (SandboxError, Deadline):
+            raise
+        except Exception as exc:
+            raise SandboxError(f"cannot copy {src} into the environment: {exc}") from exc
+
+    def stop_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
+        """Stop, in one exec, every process in the environment but what ran when the sandbox opened (pid 1 and the
+        environment's own machinery) and what runs this exec."""
+        marker = leftovers.token()
+        found = leftovers.parse(self.run_script(self.stop_script(marker, keep), user="root"), marker)
+        return [left for left in found if not sh.runs_a_command(left.command, self.directory)]
+
+    def stop_script(self, marker: str, keep: frozenset[int] = frozenset()) -> str:
+        return leftovers.script(marker, stop=True, keep=keep, baseline=self.baseline)
+
+    def close(self) -> None:
+        """Kill whatever every command of this sandbox left running, then remove its directory."""
+        with contextlib.suppress(SandboxError):
+            self.run_script(self.close_script())
+
+    def close_script(self) -> str:
+        return sh.close(self.directory, kill_recorded('"$p"'))
+
+    async def aclose(self) -> None:
+        """`close` from the loop itself, for when the worker could not be waited for; every process it started is
+        stopped too, so the verifier still runs on a quiet environment."""
+        with contextlib.suppress(Exception):
+            script = f"{self.stop_script(leftovers.token())}\n{self.close_script()}"
+            await self.env.exec(script, user="root", timeout_sec=EXEC_MARGIN)
+
+
+def _escapable(text: str) -> bool:
+    try:
+        text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate a model's JSON may hold: its bytes, as Python would write them
+        return False
+    return True
+
+
+class HarborProcess:
+    """A command running detached in the environment, looked at by later execs."""
+
+    def __init__(self, box: HarborSandbox, path: str, tty: bool, report: sh.Report) -> None:
+        self._box, self.path, self.tty = box, path, tty
+        self._lock = threading.RLock()
+        self._offset = 0
+        self._pending = b""  # output taken by the look that saw the end
+        self._ended = False
+        self._exit_code: int | None = None
+        self._dropped = 0
+        self._last_read = 0.0
+        self._pending += self._take(report)
+
+    def _take(self, report: sh.Report) -> bytes:
+        """Apply a look's report; the output it carried."""
+        data = b""
+        if report.head is not None:
+            data = report.head
+            if report.tail is not None:
+                gap = report.size - self._offset - len(report.head) - len(report.tail)
+                self._dropped += gap
+                data += gap_marker(gap) + report.tail
+            self._offset = report.size
+        if report.state != "running":
+            self._ended = True
+            self._exit_code = report.exit_code if report.state == "done" else None
+        return data
+
+    def _look(self, wait: float, consume: bool) -> bytes:
+        marker = sh.token()
+        script = sh.look(self.path, marker, wait=wait, offset=self._offset, half=self._box.half, consume=consume)
+        return self._take(self._box.report(script, marker, wait))
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + max(0.0, timeout)
+        looked = False
+        with self._lock:
+            while not self._ended:
+                left = deadline - time.monotonic()
+                if looked and left <= 0:
+                    return False
+                self._pending += self._look(min(max(left, 0.0), POLL_WINDOW), consume=False)
+                looked = True
+        return True
+
+    def alive(self) -> bool:
+        return not self.wait(0)
+
+    def read_available(self) -> bytes:
+        with self._lock:
+            if not self._ended and time.monotonic() - self._last_read >= READ_GAP:
+                self._pending += self._look(0.0, consume=True)
+                self._last_read = time.monotonic()
+            data, self._pending = self._pending, b""
+        return data
+
+    def write(self, data: bytes) -> None:
+        if not self.tty:
+            raise SandboxError("this process takes no input (it was started without a terminal)")
+        for start in range(0, len(data), sh.INLINE_COMMAND):
+            marker = sh.token()
+            text = self._box.run_script(sh.write(self.path, marker, data[start : start + sh.INLINE_COMMAND]))
+            if sh.status(text, marker) != ["sent"]:
+                raise SandboxError("cannot write to the process: it has ended")
+
+    def kill(self) -> None:
+        """SIGKILL the process group and session the command leads in the environment; its output is kept."""
+        with self._lock:
+            if self._ended:
+                return
+            marker = sh.token()
+            group = kill_recorded('"$f.pid"')
+            script = sh.kill(self.path, marker, offset=self._offset, half=self._box.half, kill_group=group)
+            with contextlib.suppress(SandboxLost):  # the environment is gone, and the process with it
+                self._pending += self._take(self._box.report(script, marker))
+            self._ended = True
+
+    @property
+    def exit_code(self) -> int | None:
+        return self._exit_code
+
+    @property
+    def dropped(self) -> int:
+        return self._dropped

@@ -1,0 +1,250 @@
+"""terminus-json / terminus-xml: terminal-bench's Terminus-2 agent, driving a persistent terminal by keystrokes.
+
+No system message and no tools: the first user message is the filled template, each later one the observation
+(or feedback), and the whole history is kept. Completion needs two `task_complete` replies in a row; commands in
+a reply are run before its completion claim is considered, as upstream does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from typing import Literal
+
+from oc_repl import events as ev
+from oc_repl.errors import UsageError
+from oc_repl.protocols import load_asset
+from oc_repl.protocols.templates import Templates, format_problem
+from oc_repl.protocols.terminus.parse import (
+    SPECS,
+    Format,
+    Parsed,
+    feedback,
+    limit_output,
+    parse_json,
+    parse_xml,
+    prompt_confirm,
+    prompt_length_overflow,
+    prompt_observation,
+    prompt_parse_error,
+    prompt_warnings,
+    salvage_xml,
+    strip_think,
+)
+from oc_repl.protocols.terminus.tmux import MAX_WAIT, Terminal, TmuxTerminal, private_socket
+from oc_repl.types import Approve, Asset, Emit, Message, Reply, Request, Sandbox, Step, Task, allow_all
+
+Wait = Literal["detect", "exact"]
+PROMPT_FIELDS = ("instruction", "terminal_state")
+NOTICES_SPEC = {"interrupted": ("observation",), "declined": ("keystrokes",)}
+
+
+class TerminusProtocol:
+    fmt: Format = "json"
+    name = "terminus-json"
+
+    def __init__(self, wait: Wait = "detect", name: str | None = None, exact: bool = False) -> None:
+        self.name = name or type(self).name
+        self.wait = wait
+        self.exact = exact  # upstream's own rules where the project otherwise deviates (think blocks, wording tests)
+        template, self._asset = load_asset(self.name, "prompt.txt")
+        self._template = template.decode("utf-8")
+        if why := format_problem(self._template, PROMPT_FIELDS):
+            raise UsageError(f"{self._asset.path}: {why}", hint="fix the file, or remove it to use the default")
+        self.m = Templates.load(self.name, "messages.toml", SPECS[self.fmt])
+        self.notices = Templates.load(self.name, "notices.toml", NOTICES_SPEC)
+        self._parse = parse_json if self.fmt == "json" else parse_xml
+        self._messages: list[Message] = []
+        self._pending_completion = False
+        self._terminal: Terminal | None = None
+
+    # --- conversation -------------------------------------------------------------------------------------------
+
+    def _terminal_for(self, sandbox: Sandbox | None) -> Terminal:
+        if self._terminal is None or self._terminal.sandbox is not sandbox:
+            if sandbox is None:
+                raise ValueError("a terminus protocol needs the sandbox when it starts")
+            self.close()
+            # As upstream: the shell starts in the image's WORKDIR; locally, on a tmux server of our own.
+            cwd = self.working_directory(sandbox)
+            # tmux where the sandbox has it, as upstream runs; else a pty with the screen kept here.
+            # OC_REPL_TERMINAL=tmux|pty forces one.
+            choice = os.environ.get("OC_REPL_TERMINAL") or "auto"
+            if choice not in ("auto", "tmux", "pty"):
+                raise UsageError(f"OC_REPL_TERMINAL={choice}: expected auto, tmux or pty")
+            if choice == "auto":
+                choice = "tmux" if sandbox.exec("command -v tmux", timeout=30).exit_code == 0 else "pty"
+            if choice == "pty":
+                from oc_repl.protocols.terminus.pty_terminal import PtyTerminal  # pyte is needed only here
+
+                self._terminal = PtyTerminal(sandbox, cwd=cwd, upstream_keys=self.exact)
+            else:
+                socket = private_socket() if sandbox.spec.startswith("local:") else None
+                self._terminal = TmuxTerminal(sandbox, cwd=cwd, socket=socket, upstream_keys=self.exact)
+        return self._terminal
+
+    def _observe(self, terminal: Terminal) -> str:
+        kind, text = terminal.observe()
+        return self.m.render(f"observation.{kind}", **{"content" if kind == "new" else "screen": text})
+
+    def _limit(self, text: str) -> str:
+        return limit_output(text, self.m)
+
+    def first_message(self, task: Task, terminal_state: str) -> Message:
+        """The filled template for a task, given the terminal as the model is first shown it."""
+        content = self._template.format(instruction=task.instruction, terminal_state=terminal_state)
+        return {"role": "user", "content": content}
+
+    def _first_message(self, task: Task, sandbox: Sandbox | None) -> Message:
+        return self.first_message(task, self._limit(self._observe(self._terminal_for(sandbox))))
+
+    def start(self, task: Task, sandbox: Sandbox | None = None) -> None:
+        self.close()
+        self._messages = [self._first_message(task, sandbox)]
+        self._pending_completion = False
+
+    def continue_with(self, task: Task, sandbox: Sandbox | None = None) -> None:
+        """A follow-up task: the template again, with the new instruction and the terminal as it is now."""
+        self._messages.append(self._first_message(task, sandbox))
+        self._pending_completion = False
+
+    def request(self) -> Request:
+        return Request(messages=list(self._messages), options={})
+
+    def assets(self) -> list[Asset]:
+        found = [self._asset, self.m.asset] + ([] if self.exact else [self.notices.asset])
+        return [asset for asset in found if asset is not None]
+
+    def working_directory(self, sandbox: Sandbox) -> str:
+        """As terminal-bench: the image's WORKDIR in a container; the sandbox directory on local:."""
+        return getattr(sandbox, "image_workdir", None) or sandbox.workdir
+
+    def own_processes(self) -> frozenset[int]:
+        """The terminal's shell (the tmux server, or the pty's, runs it): not the model's commands, its children."""
+        pid = getattr(self._terminal, "pid", None)
+        return frozenset({pid}) if isinstance(pid, int) else frozenset()
+
+    def close(self) -> None:
+        if self._terminal is not None:
+            terminal, self._terminal = self._terminal, None
+            terminal.close()
+
+    # --- one turn -----------------------------------------------------------------------------------------------
+
+    def step(self, reply: Reply, sandbox: Sandbox, emit: Emit, approve: Approve = allow_all) -> Step:
+        terminal = self._terminal_for(sandbox)
+        # Under --exact the model's text is parsed as it came, as upstream does; see strip_think for why not otherwise.
+        text = reply.raw_content if self.exact else reply.content
+        if reply.cut_off:
+            salvaged = salvage_xml(reply.raw_content or text, self.m, self.exact) if self.fmt == "xml" else None
+            if salvaged is None:
+                return self._length_overflow(text, emit)
+            # Upstream runs the rescued reply, and neither it nor the prompt before it reach the history.
+            self._messages.pop()
+            parsed = self._parse(salvaged, self.m)
+        else:
+            self._messages.append({"role": "assistant", "content": text})
+            parsed = self._parse(text if self.exact else strip_think(text), self.m)
+        if self._is_parse_error(parsed):
+            self._feedback(prompt_parse_error(parsed, self.m), parsed.error or parsed.warning, emit)
+            return Step(parse_error=True)
+        observation = self._limit(self._execute(parsed, terminal, emit, approve))
+        if parsed.task_complete:
+            if self._pending_completion:
+                return Step(done=True, final_answer=parsed.analysis or "Task marked complete.")
+            self._pending_completion = True
+            self._messages.append({"role": "user", "content": prompt_confirm(observation, self.m)})
+        else:
+            self._pending_completion = False
+            message = prompt_warnings(parsed, observation, self.m) if parsed.warning else None
+            self._messages.append({"role": "user", "content": message or prompt_observation(observation, self.m)})
+        if not terminal.alive():  # upstream ends the episode once its terminal is gone
+            return Step(done=True, final_answer="The terminal session ended.")
+        keys = [c.keystrokes for c in parsed.commands]
+        if not any(keys) and not terminal.probe().idle:
+            return Step()  # an empty wait while a command still runs is waiting, not looping: no fingerprint
+        fingerprint = hashlib.sha256(json.dumps([keys, observation]).encode()).hexdigest()
+        return Step(fingerprint=fingerprint)
+
+    def _execute(self, parsed: Parsed, terminal: Terminal, emit: Emit, approve: Approve) -> str:
+        told: list[str] = []  # what a person's refusals tell the model, ahead of the screen
+        for command in parsed.commands:
+            item = ev.CommandExecution(id=ev.new_id(), tool="keystrokes", command=command.keystrokes)
+            emit(ev.ItemStarted(item=item))
+            keys = approve(command.keystrokes)
+            if keys is None:  # refused: nothing is typed
+                item.status = "declined"
+                emit(ev.ItemCompleted(item=item))
+                told.append(self.notices.render("declined", keystrokes=repr(command.keystrokes)))
+                continue
+            item.command = keys  # as typed, after the person watching edited it
+            started = time.monotonic()
+            terminal.send_keys(keys)
+            try:
+                terminal.wait(min(command.duration, MAX_WAIT), started, exact=self.wait == "exact")
+            except KeyboardInterrupt:  # the user stopped the turn: stop what the keys started, and say so
+                self._interrupted(terminal, item, emit)
+                raise
+            item.status = "completed"
+            item.aggregated_output = f"(waited {time.monotonic() - started:.2f}s of {command.duration:g}s)"
+            emit(ev.ItemCompleted(item=item))
+        observation = self._observe(terminal)
+        if told and not self.exact:
+            observation = "\n".join([*told, observation])
+        emit(
+            ev.ItemCompleted(
+                item=ev.CommandExecution(
+                    id=ev.new_id(),
+                    tool="terminal",
+                    command="(observation)",
+                    aggregated_output=observation,
+                    status="completed",
+                )
+            )
+        )
+        return observation
+
+    def _interrupted(self, terminal: Terminal, item: ev.CommandExecution, emit: Emit) -> None:
+        """Ctrl-C to the terminal, then the screen it leaves goes to the model (with a word on what happened, unless
+        --exact), so the conversation can go on from there."""
+        terminal.send_keys("C-c")
+        terminal.wait(1.0, time.monotonic())
+        observation = self._limit(self._observe(terminal))
+        item.status, item.aggregated_output = "failed", observation
+        emit(ev.ItemCompleted(item=item))
+        shown = prompt_observation(observation, self.m)
+        if not self.exact:
+            shown = self.notices.render("interrupted", observation=shown)
+        self._messages.append({"role": "user", "content": shown})
+        self._pending_completion = False
+
+    def _is_parse_error(self, parsed: Parsed) -> bool:
+        """Nothing runs when the reply could not be parsed. Upstream decides that by looking for its `ERROR:` marker
+        anywhere in the feedback, so a warning quoting the marker (an unknown field named `ERROR:`) also stops the
+        reply; --exact keeps that, otherwise only a real parse error does."""
+        return bool(parsed.error) or (self.exact and "ERROR:" in feedback(parsed, self.m))
+
+    def _feedback(self, message: str, problem: str, emit: Emit) -> None:
+        emit(ev.ItemCompleted(item=ev.ParseError(id=ev.new_id(), message=problem, feedback=message)))
+        self._messages.append({"role": "user", "content": message})
+
+    def _length_overflow(self, text: str, emit: Emit) -> Step:
+        """None of the reply runs; upstream then asks again with the same error message, so it appears twice."""
+        warning = self._parse(text if self.exact else strip_think(text), self.m).warning
+        message = prompt_length_overflow(warning, self.m)
+        self._messages.append({"role": "assistant", "content": text})
+        self._feedback(message, "the reply hit the output token limit; nothing ran", emit)
+        self._messages.append({"role": "user", "content": message})
+        return Step(parse_error=True)
+
+
+class TerminusJson(TerminusProtocol):
+    fmt: Format = "json"
+    name = "terminus-json"
+
+
+class TerminusXml(TerminusProtocol):
+    fmt: Format = "xml"
+    name = "terminus-xml"
