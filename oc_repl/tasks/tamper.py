@@ -40,13 +40,14 @@ SITE_HOOKS = ("sitecustomize.py", "usercustomize.py")
 # Kinds a package install can explain (a RECORD lists the file with its hash); the others never can.
 INSTALLABLE = frozenset({"import_hook", "shadowed_module", "pytest_file", "executable"})
 _VERIFIER_PLACES = re.compile(r"(?<![\w.-])/(?:tests|logs)(?![\w.-])|reward\.(?:txt|json)|oc-repl-verify")
-# The lines of the console script pip (distlib's template, old and new) or uv writes for an entry point of pytest.
+# The lines of the console script pip (distlib's templates, old and new: the import at the top, or inside the `if`)
+# or uv writes for an entry point of pytest.
 _CONSOLE_LINES = [
     re.compile(p)
     for p in (
         re.escape("# -*- coding: utf-8 -*-"),
         r"import (?:re|sys)",
-        r"from (?:pytest|_pytest(?:\.\w+)*) import \w+",
+        r"(?:    )?from (?:pytest|_pytest(?:\.\w+)*) import \w+",
         r"if __name__ == (['\"])__main__\1:",
         re.escape("    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])"),
         r"    (?:el)?if sys\.argv\[0\]\.endswith\((['\"])(?:-script\.pyw|\.exe)\1\):",
