@@ -213,16 +213,15 @@ class Session:
     def open_protocol(self) -> AgentProtocol:
         if self.protocol is None:
             from oc_repl import protocols
+            from oc_repl.deviations import Deviations
 
             s = self.settings
             self.protocol = protocols.create(
                 s.protocol,
+                Deviations.from_settings(s),
                 history=s.history,
                 observation_limit=s.observation_limit,
-                wait=s.wait,
                 system=s.system,
-                relative_paths=s.relative_paths,
-                exact=s.exact,
             )
             if s.exact:
                 protocols.require_upstream(s.protocol, self.protocol.assets())
