@@ -373,6 +373,7 @@ class Session:
     def _thread_started(
         self, model: str, task: Task, sandbox: Sandbox | None, protocol: AgentProtocol
     ) -> ev.ThreadStarted:
+        from oc_repl.deviations import Deviations
         from oc_repl.sandbox.isolation import isolation_of
 
         s = self.settings
@@ -387,6 +388,7 @@ class Session:
             workdir=protocol.working_directory(sandbox) if sandbox is not None else "",
             assets=[ev.AssetInfo(**vars(a)) for a in protocol.assets()],
             exact=s.exact,
+            deviations=Deviations.from_settings(s).names(),
             options={
                 "sampling": s.sampling_options(),
                 "history": s.history,

@@ -1,5 +1,5 @@
 """Every deviation from upstream has a name: the README's training-exact table and `Deviations` hold the same rows,
-`--exact` turns every one off, and each field turns its behaviour off on its own."""
+`--exact` turns every one off, each field turns its behaviour off on its own, and `thread.started` lists those on."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from oc_repl.events import ParseError
 from oc_repl.protocols.camel.protocol import CamelProtocol
 from oc_repl.types import Step
 from tests import test_hostile_calls as hostile
-from tests.conftest import ROOT
+from tests.conftest import ROOT, read_jsonl, run_cli
 from tests.fakeserver import call_text
+from tests.test_cli import answer, base_args
 
 PROTOCOLS = ["camel-terminal-toolkit", "terminus-json", "terminus-xml", "raw"]
 # For each option of the table, a value that keeps its deviation on.
@@ -129,3 +130,20 @@ def test_unreadable_camel_blocks_are_named_only_while_their_deviation_is_on(tmp_
     assert step.parse_error and harness_calls(protocol) == ["json_parse_error"]  # the training harness's answer
     _, cut, _ = camel_step(tmp_path, off, CUT, "length")  # the other row still holds for a cut reply
     assert cut.parse_error
+
+
+# --- the record ----------------------------------------------------------------------------------------------------
+
+
+def test_thread_started_lists_the_deviations_in_force(serve, tmp_path):
+    server = serve({"replies": [answer("Nothing to do.")]})
+    transcript = tmp_path / "t.jsonl"
+    args = base_args(server, tmp_path / "w", "--transcript", str(transcript), "--loop-limit", "0", "--max-turns", "10")
+    proc = run_cli([*args, "say hello"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    started = read_jsonl(transcript)[0]
+    kept = validate({"loop_limit": 0, "max_turns": 10})
+    assert started["deviations"] == Deviations.from_settings(kept).names()
+    assert "loop_detection" not in started["deviations"] and "own_turn_cap" not in started["deviations"]
+    assert {"results_cut", "argument_types_checked", "own_sampling"} <= set(started["deviations"])
+    assert started["exact"] is False
