@@ -174,6 +174,7 @@ class ThreadStarted(Record):
     task: str = ""  # the instruction given
     workdir: str = ""  # where the model's commands start
     exact: bool = False
+    deviations: list[str] = field(default_factory=list)  # the names of those in force (oc_repl/deviations.py)
     assets: list[AssetInfo] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)
     attempt: int = 1  # with `run --attempts N`: which of the attempts this thread is

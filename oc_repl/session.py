@@ -213,16 +213,15 @@ class Session:
     def open_protocol(self) -> AgentProtocol:
         if self.protocol is None:
             from oc_repl import protocols
+            from oc_repl.deviations import Deviations
 
             s = self.settings
             self.protocol = protocols.create(
                 s.protocol,
+                Deviations.from_settings(s),
                 history=s.history,
                 observation_limit=s.observation_limit,
-                wait=s.wait,
                 system=s.system,
-                relative_paths=s.relative_paths,
-                exact=s.exact,
             )
             if s.exact:
                 protocols.require_upstream(s.protocol, self.protocol.assets())
@@ -374,6 +373,7 @@ class Session:
     def _thread_started(
         self, model: str, task: Task, sandbox: Sandbox | None, protocol: AgentProtocol
     ) -> ev.ThreadStarted:
+        from oc_repl.deviations import Deviations
         from oc_repl.sandbox.isolation import isolation_of
 
         s = self.settings
@@ -388,6 +388,7 @@ class Session:
             workdir=protocol.working_directory(sandbox) if sandbox is not None else "",
             assets=[ev.AssetInfo(**vars(a)) for a in protocol.assets()],
             exact=s.exact,
+            deviations=Deviations.from_settings(s).names(),
             options={
                 "sampling": s.sampling_options(),
                 "history": s.history,

@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from oc_repl.deviations import DEFAULTS, Deviations
 from oc_repl.protocols.camel.protocol import AGENT_SPEC
 from oc_repl.protocols.camel.tools import TOOLKIT_SPEC, ToolCallError
 from oc_repl.protocols.templates import Templates, parse
@@ -208,21 +209,22 @@ def box(tmp_path: Path):
 
 @pytest.fixture
 def exact(box):
-    tools = builtin_tools(box, exact=True, relative_paths="root", observation_limit=0)
+    tools = builtin_tools(box, deviations=Deviations.none())
     yield tools
     tools.close_sessions()
 
 
 def test_9_timeout_is_shown_as_given_and_null_waits_without_limit(box):
     for is_exact in (True, False):
-        tools = builtin_tools(box, exact=is_exact, default_timeout=0.25)
+        deviations = Deviations.none() if is_exact else DEFAULTS
+        tools = builtin_tools(box, deviations=deviations, default_timeout=0.25)
         try:
             left_out = tools.call("shell_exec", {"id": "a", "command": "sleep 2"})
             assert left_out.text == M.render("exec.timeout", id="a", timeout="0.25")  # str() of the default
             given = tools.call("shell_exec", {"id": "b", "command": "sleep 2", "timeout": 0})
             assert given.text == M.render("exec.timeout", id="b", timeout="0")
             null = tools.call("shell_exec", {"id": "c", "command": "sleep 0.6; echo done", "timeout": None})
-            # upstream's join(None) waited for the end; outside exact mode null is the default
+            # upstream's join(None) waited for the end; with null_timeout_bounded null is the default
             assert null.text == ("done\n" if is_exact else M.render("exec.timeout", id="c", timeout="0.25"))
         finally:
             tools.close_sessions()

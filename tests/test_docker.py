@@ -13,10 +13,12 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from oc_repl.deviations import DEFAULTS
 from oc_repl.protocols.camel.tools import OBSERVATION_LIMIT, CamelTerminalTools
 from tests.conftest import ROOT, run_cli
 from tests.docker_support import (
@@ -336,8 +338,9 @@ def test_attach_to_stopped_container_is_a_sandbox_error(serve, tmp_path, own_con
 
 @pytest.mark.parametrize(("image", "lands"), [(IMAGE, True), ("oc-repl-task-write-greeting:latest", False)])
 def test_upstream_relative_paths_resolve_against_root(docker_client: Any, image: str, lands: bool):
-    """`relative_paths="root"` replays upstream: the parent is made under the image's WORKDIR, the file goes under /,
-    so it lands in /rel/... when WORKDIR is / and fails when the image has a WORKDIR such as /app."""
+    """Relative paths against / (`--relative-paths root`) replay upstream: the parent is made under the image's
+    WORKDIR, the file goes under /, so it lands in /rel/... when WORKDIR is / and fails when the image has a WORKDIR
+    such as /app."""
     from oc_repl.sandbox.docker import DockerImageSandbox
 
     if image != IMAGE:  # a task image with WORKDIR /app
@@ -346,7 +349,7 @@ def test_upstream_relative_paths_resolve_against_root(docker_client: Any, image:
         image = build_image(load_task_dir(ROOT / "examples" / "tasks" / "write-greeting"))
     box = DockerImageSandbox.from_spec(image)
     try:
-        result = builtin_tools(box, relative_paths="root").call(
+        result = builtin_tools(box, deviations=replace(DEFAULTS, relative_paths_in_workdir=False)).call(
             "shell_write_content_to_file", {"content": "x\n", "file_path": "rel/deep/x.txt"}
         )
         assert (result.status == "completed") is lands, result.text

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from oc_repl.client.wire import build_reply
+from oc_repl.deviations import Deviations
 from oc_repl.events import ParseError
 from oc_repl.protocols.camel.protocol import CamelProtocol
 from oc_repl.sandbox.local import LocalSandbox
-from oc_repl.types import Task
+from oc_repl.types import Step, Task
 from tests.client_support import sse_chunk
 from tests.conftest import read_jsonl, run_cli
 from tests.docker_support import IMAGE, docker_client_fixture  # noqa: F401 (a fixture)
@@ -97,19 +98,28 @@ def test_a_native_call_with_empty_arguments_is_told_and_counts_as_a_parse_error(
     assert errors[0]["feedback"] in said and '"name": "shell_exec"' in said
 
 
-def test_under_exact_empty_native_arguments_are_the_harness_parse_error(tmp_path):
-    """camel-ai 0.2.90 never takes "" for {}: its json.loads("") raises. The training harness answered a call it
-    could not read with its parse-error result, so --exact does the same with the call's block."""
-    protocol = CamelProtocol(exact=True)
+def camel_step(tmp_path: Path, deviations: Deviations, message: dict, finish: str) -> tuple[CamelProtocol, Step, list]:
+    """One camel step on a reply the server sent as `message`, in a fresh sandbox: the protocol, its step and the
+    events it emitted."""
+    protocol = CamelProtocol(deviations=deviations)
     protocol.start(Task(name="t", instruction="look"))
-    call = {"id": "call_1", "type": "function", "function": {"name": "shell_exec", "arguments": ""}}
-    reply = build_reply({"role": "assistant", "content": "", "tool_calls": [call]}, "tool_calls", None, None)
+    reply = build_reply(message, finish, None, None)
     seen: list[Any] = []
     box = LocalSandbox(tmp_path / "w")
     try:
         step = protocol.step(reply, box, seen.append)
     finally:
+        protocol.close()
         box.close()
+    return protocol, step, seen
+
+
+def test_under_exact_empty_native_arguments_are_the_harness_parse_error(tmp_path):
+    """camel-ai 0.2.90 never takes "" for {}: its json.loads("") raises. The training harness answered a call it
+    could not read with its parse-error result, so --exact does the same with the call's block."""
+    call = {"id": "call_1", "type": "function", "function": {"name": "shell_exec", "arguments": ""}}
+    message = {"role": "assistant", "content": "", "tool_calls": [call]}
+    protocol, step, seen = camel_step(tmp_path, Deviations.none(), message, "tool_calls")
     assert step.parse_error and not step.done
     (error,) = [e.item for e in seen if isinstance(e.item, ParseError)]
     block = '{"name": "shell_exec", "arguments": }'

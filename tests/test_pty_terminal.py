@@ -79,7 +79,7 @@ def play(terminal: Terminal, step: Step, exact: bool = False) -> str:
     for keys, duration in step:
         started = time.monotonic()
         terminal.send_keys(keys)
-        terminal.wait(duration, started, exact=exact)
+        terminal.wait(duration, started, until_idle=not exact)
     return observed(terminal)
 
 
@@ -231,7 +231,7 @@ def test_the_wait_ends_once_the_shell_is_back_at_its_prompt(kind, request):
     assert "\nDONE-42\n" in seen and time.monotonic() - started >= 1.9
     started = time.monotonic()
     terminal.send_keys("true\n")
-    terminal.wait(1.0, started, exact=True)
+    terminal.wait(1.0, started, until_idle=False)
     assert time.monotonic() - started >= 1.0
 
 

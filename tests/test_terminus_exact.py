@@ -116,7 +116,7 @@ def test_9_exact_run_sends_what_terminal_bench_sends(serve, tmp_path, up: Upstre
     events = read_jsonl(transcript)
 
     started = events[0]
-    assert started["type"] == "thread.started" and started["exact"] is True
+    assert started["type"] == "thread.started" and started["exact"] is True and started["deviations"] == []
     assert {a["name"] for a in started["assets"]} == {"prompt.txt", "messages.toml"}
     assert all(a["source"] == "upstream" for a in started["assets"]), started["assets"]
 

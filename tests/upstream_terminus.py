@@ -101,7 +101,7 @@ class ScriptedTerminal(Terminal):
     def send_keys(self, keys: str) -> None:
         self.sent.append((keys, float("nan")))
 
-    def wait(self, duration: float, started: float, exact: bool = False) -> None:
+    def wait(self, duration: float, started: float, until_idle: bool = True) -> None:
         self.sent[-1] = (self.sent[-1][0], duration)
 
     def observe(self) -> tuple[str, str]:

@@ -15,11 +15,14 @@ import inspect
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oc_repl import paths, tomlfile
 from oc_repl.errors import UsageError
 from oc_repl.types import AgentProtocol, Asset
+
+if TYPE_CHECKING:
+    from oc_repl.deviations import Deviations
 
 KINDS: dict[str, str] = {
     "camel": "oc_repl.protocols.camel.protocol:CamelProtocol",
@@ -124,8 +127,10 @@ def load_asset(protocol: str, filename: str) -> tuple[bytes, Asset]:
     raise UsageError(f"protocol {protocol!r} has no asset {filename!r}")
 
 
-def create(name: str, **options: Any) -> AgentProtocol:
-    """Build a protocol; options its kind does not take (say, --history for a keystroke protocol) are left out."""
+def create(name: str, deviations: Deviations | None = None, **options: Any) -> AgentProtocol:
+    """Build a protocol; options its kind does not take (say, --history for a keystroke protocol) are left out.
+    `deviations` (the run's, `Deviations.from_settings`) goes to every kind that departs from upstream; without it a
+    protocol does what the project does by default."""
     manifest = manifests().get(name)
     target = KINDS[manifest.kind] if manifest else _entry_points().get(name)
     if target is None:
@@ -133,7 +138,7 @@ def create(name: str, **options: Any) -> AgentProtocol:
     module, _, attr = target.partition(":")
     cls = getattr(import_module(module), attr)
     accepted = inspect.signature(cls).parameters
-    options["name"] = name
+    options.update(name=name, deviations=deviations)
     return cls(**{k: v for k, v in options.items() if k in accepted and v is not None})
 
 

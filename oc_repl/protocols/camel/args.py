@@ -1,9 +1,10 @@
 """A camel tool call: its result, and what calling upstream's bound method with its arguments would raise.
 
 Python itself checks a call's keywords (missing and unexpected ones); the texts are templates of toolkit.toml, so a
-sync makes them Python's own wording for the toolkit's methods. Upstream checks no types: outside `--exact` the
-project does, in its own words (notices.toml). Inside a method upstream's code met a value of another type with
-Python operations of its own; `python_error` performs the same operation here so the message is Python's, not ours.
+sync makes them Python's own wording for the toolkit's methods. Upstream checks no types: the project does, in its
+own words (notices.toml), while the deviation argument_types_checked is on. Inside a method upstream's code met a
+value of another type with Python operations of its own; `python_error` performs the same operation here so the
+message is Python's, not ours.
 """
 
 from __future__ import annotations

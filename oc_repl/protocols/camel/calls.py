@@ -1,8 +1,8 @@
 """camel-terminal-toolkit: which tool calls of a reply run, and what the model is told about the ones that cannot.
 
-Two rule sets: the project's (every unreadable block is named, with what was wrong with it) and, for `--exact`,
-the training harness's (sglang's parser ran the complete blocks of known tools; the harness reported only the first
-block whose JSON did not parse, and only when no call was parsed).
+Two rule sets: the project's (every unreadable block is named, with what was wrong with it; a cut reply gets a notice)
+and, where those deviations are off (`--exact`), the training harness's (sglang's parser ran the complete blocks of
+known tools; the harness reported only the first block whose JSON did not parse, and only when no call was parsed).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""camel-terminal-toolkit: shell_write_content_to_file's procedure, the project's and (for --exact, or relative paths
-against /) upstream's own."""
+"""camel-terminal-toolkit: shell_write_content_to_file's procedure, the project's and (without the deviation
+relative_paths_in_workdir: `--exact`, or `--relative-paths root`) upstream's own."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def write_content(tools: CamelTerminalTools, content: Any, file_path: Any) -> To
     if problem:
         return _file_error(tools, file_path, problem)
     tools.ensure_workdir()
-    if tools.exact or tools.relative_paths == "root":
+    if not tools.deviations.relative_paths_in_workdir:
         return _write_like_upstream(tools, content, file_path)
     target = file_path if posixpath.isabs(file_path) else posixpath.join(tools.workdir, file_path)
     return _put(tools, content, file_path, target)

@@ -19,6 +19,7 @@ import secrets
 from dataclasses import replace
 from typing import Any, Literal
 
+from oc_repl.deviations import DEFAULTS, Deviations
 from oc_repl.errors import ParseErrorLimit, UsageError
 from oc_repl.events import CommandExecution, FileChange, FileUpdate, ItemCompleted, ItemStarted, ParseError, new_id
 from oc_repl.protocols import load_asset
@@ -109,28 +110,23 @@ class CamelProtocol:
         self,
         history: Literal["training", "camel-0.2.85", "full"] = "training",
         parse_error_limit: int = 3,
-        relative_paths: Literal["workdir", "root"] = "workdir",
         default_timeout: float = 20.0,
         workdir: str | None = None,
         observation_limit: int = OBSERVATION_LIMIT,
         name: str = NAME,
-        exact: bool = False,
+        deviations: Deviations = DEFAULTS,
     ) -> None:
         self.name = name
         if history not in HISTORY_MODES:
             raise UsageError(f"unknown history mode {history!r}; known: {', '.join(HISTORY_MODES)}")
-        if relative_paths not in ("workdir", "root"):
-            raise UsageError(f"relative_paths must be 'workdir' or 'root', not {relative_paths!r}")
         if parse_error_limit < 1 or default_timeout <= 0:
             raise UsageError("parse_error_limit must be at least 1 and default_timeout positive")
         self.history = history
         self.parse_error_limit = parse_error_limit
-        self.relative_paths = relative_paths
         self.default_timeout = default_timeout
         self.workdir = workdir
         self.observation_limit = observation_limit
-        # as trained: the harness's rules for calls it cannot read, and no text of the project's own
-        self.exact = exact
+        self.deviations = deviations
         system, self._system_asset = load_asset(name, "system.txt")
         self._system = system.decode("utf-8")
         tools, self._tools_asset = load_asset(name, "tools.json")
@@ -164,7 +160,9 @@ class CamelProtocol:
 
     def assets(self) -> list[Asset]:
         found = [self._system_asset, self._tools_asset, self.toolkit.asset, self.agent.asset]
-        if not self.exact:  # --exact never words anything itself (a declined action aside, see the README)
+        # The notices are the words of the deviations; with none in force (--exact) what is left of them (a person's
+        # refusal, the docker daemon's word on a missing directory) has no upstream copy to be checked against.
+        if self.deviations.names():
             found.append(self.notices.asset)
         return [copy.copy(asset) for asset in found if asset is not None]
 
@@ -183,18 +181,21 @@ class CamelProtocol:
     # --- one turn -----------------------------------------------------------------------------------------------
 
     def step(self, reply: Reply, sandbox: Sandbox, emit: Emit, approve: Approve = allow_all) -> Step:
-        if self.exact:
-            calls, unreadable = training_calls(reply)
-            if unreadable is not None:
-                self._training_parse_error(*unreadable, emit)
-                return Step(parse_error=True)
-            feedback: list[str] = []
-        else:
+        # A cut reply gets the project's notice and any other reply the project's naming of its unreadable blocks,
+        # each while its deviation is on; otherwise the training harness's rules decide what runs.
+        d = self.deviations
+        if d.cut_reply_noticed if reply.cut_off else d.unreadable_calls_named:
             calls, feedback = calls_and_feedback(reply, self.agent, self.notices)
             for text in feedback:
                 emit(ItemCompleted(item=ParseError(id=new_id(), message=text.split("\n", 1)[0], feedback=text)))
             if feedback:  # the limit counts replies, as training did: one unreadable reply is one strike
                 self._count_parse_error()
+        else:  # the training harness's rules
+            calls, unreadable = training_calls(reply)
+            if unreadable is not None:
+                self._training_parse_error(*unreadable, emit)
+                return Step(parse_error=True)
+            feedback = []
         if not calls and not feedback:
             self._flush_results()
             self._messages.append({"role": "assistant", "content": reply.content})
@@ -207,9 +208,8 @@ class CamelProtocol:
                 results.append(self._run(call, tools, emit, approve))
         except ToolInterrupted as exc:  # the user stopped a call: the model learns what it printed, then the turn ends
             name = calls[len(results)].name
-            results.append(
-                exc.output if self.exact else self.notices.render("interrupted", name=name, output=exc.output)
-            )
+            told = self.deviations.interruption_told
+            results.append(self.notices.render("interrupted", name=name, output=exc.output) if told else exc.output)
             self._record(reply, calls[: len(results)], results, feedback)
             raise exc.reason from None
         self._record(reply, calls, results, feedback)
@@ -253,9 +253,8 @@ class CamelProtocol:
                 self.notices,
                 workdir=self.workdir,
                 default_timeout=self.default_timeout,
-                relative_paths=self.relative_paths,
                 observation_limit=self.observation_limit,
-                exact=self.exact,
+                deviations=self.deviations,
             )
         return self._toolbox
 

@@ -5,9 +5,10 @@ own around the markers the reference quotes, and `oc-repl protocols sync` derive
 What a tool call raises (`ToolCallError`) is what upstream's bound method would raise; the protocol words it as the
 training harness did.
 
-With `exact`, the tools behave as upstream's did in training, down to its quirks: no type checks (a value of another
-type meets the Python operation upstream's code applied to it), an explicit null timeout waits without limit, input
-to a timed-out blocking command fails the way upstream's did after its drain, ending sessions pile up the
+Each way the tools depart from upstream's is a deviation (oc_repl/deviations.py) that turns off on its own; with them
+all off (`--exact`) the tools behave as upstream's did in training, down to its quirks: no type checks (a value of
+another type meets the Python operation upstream's code applied to it), an explicit null timeout waits without limit,
+input to a timed-out blocking command fails the way upstream's did after its drain, ending sessions pile up the
 no-new-output marker for the whole wait, and the calls other than shell_exec end after a 20 s wall limit.
 """
 
@@ -20,8 +21,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from oc_repl.deviations import DEFAULTS, Deviations
 from oc_repl.errors import SandboxError, SandboxLost
 from oc_repl.protocols.camel.args import (
     SIGNATURES,
@@ -82,7 +84,7 @@ TOOLKIT_NOTICES: dict[str, tuple[str, ...]] = {
 IDLE_S, MAX_S = 0.5, 5.0
 # Before the input goes in, output still pending is collected the same way (shorter) and dropped, as upstream did.
 DRAIN_IDLE_S, DRAIN_MAX_S = 0.3, 2.0
-# Upstream's toolkit was built with timeout=20.0: the wall limit of every call but shell_exec (exact mode).
+# Upstream's toolkit was built with timeout=20.0: the wall limit of every call but shell_exec (without no_wall_limit).
 WALL_LIMIT = 20.0
 _POLL_S = 0.05
 # Upstream returned whole outputs and let the prompt be cut later; one huge output would fill this model's 16k
@@ -110,19 +112,17 @@ class CamelTerminalTools:
         *,
         workdir: str | None = None,
         default_timeout: float = 20.0,
-        relative_paths: Literal["workdir", "root"] = "workdir",
         observation_limit: int = OBSERVATION_LIMIT,
-        exact: bool = False,
+        deviations: Deviations = DEFAULTS,
     ) -> None:
         self.sandbox = sandbox
         self.m, self.notices = m, notices
         self.observation_limit = observation_limit
         self.workdir = workdir or sandbox.workdir
         self.default_timeout = default_timeout
-        self.relative_paths = relative_paths
-        self.exact = exact
+        self.deviations = deviations
         self.wall_limit = WALL_LIMIT
-        # Keyed by the id as given: in exact mode any hashable JSON value, compared as Python compares them.
+        # Keyed by the id as given: unchecked, any hashable JSON value, compared as Python compares them.
         self._sessions: dict[Any, _Session] = {}
         self._replaced: list[Process] = []  # processes out of the model's reach, still ours to stop
         self._workdir_ready = False
@@ -130,7 +130,7 @@ class CamelTerminalTools:
 
     def call(self, name: str, arguments: Any, approve: Approve = allow_all) -> ToolResult:
         """Run one known tool; bad arguments raise ToolCallError, everything else comes back as text."""
-        check_arguments(name, arguments, self.m, self.notices, types=not self.exact)
+        check_arguments(name, arguments, self.m, self.notices, types=self.deviations.argument_types_checked)
         self._approve = approve
         try:
             result = getattr(self, name)(**arguments)
@@ -138,13 +138,14 @@ class CamelTerminalTools:
             raise  # not the model's doing: the run ends with a sandbox error
         finally:
             self._approve = allow_all
-        result.text = cap_text(result.text, self.observation_limit, self.notices)
+        if self.deviations.results_cut:
+            result.text = cap_text(result.text, self.observation_limit, self.notices)
         return result
 
     # --- the tools ----------------------------------------------------------------------------------------------
 
     def shell_exec(self, id: Any, command: Any, block: Any = True, timeout: Any = _LEFT_OUT) -> ToolResult:
-        if self.exact:
+        if not self.deviations.argument_types_checked:
             command = upstream_command(command)
         approved = self._approve(command)
         if approved is None:
@@ -153,8 +154,8 @@ class CamelTerminalTools:
         self.ensure_workdir()
         if not block:  # upstream's `if block:`: null starts a session too
             return self._start_session(id, command)
-        if timeout is _LEFT_OUT or (timeout is None and not self.exact):
-            # Upstream waited forever on an explicit null; outside exact mode a client must not hang on it.
+        if timeout is _LEFT_OUT or (timeout is None and self.deviations.null_timeout_bounded):
+            # Upstream waited forever on an explicit null; a client should not hang on it.
             timeout = self.default_timeout
         proc = self._spawn(command, tty=False)
         if isinstance(proc, ToolResult):
@@ -189,9 +190,12 @@ class CamelTerminalTools:
         session = self._find(id)
         if session is None or not self._running(session):
             return ToolResult(self.m.render("write.unknown", id=id), "failed")
-        if session.overran and not self.exact:
+        if session.overran and self.deviations.timed_out_input_refused:
             return ToolResult(self.notices.render("blocking_session_input", id=id), "failed")
-        problem = python_error(lambda: (command + "\n").encode("utf-8")) if self.exact else ""
+        # Unchecked, the input meets upstream's `(command + "\n").encode()`: Python's error for a value that is not
+        # text, or for a lone surrogate (checked, that is sent as the byte it stands for).
+        checked = self.deviations.argument_types_checked
+        problem = "" if checked else python_error(lambda: (command + "\n").encode("utf-8"))
         if not problem:  # nothing is sent otherwise: nothing to approve
             approved = self._approve(f"[input to session {id}] {command}")
             if approved is None:
@@ -226,7 +230,7 @@ class CamelTerminalTools:
     def _walled(self, name: str, work: Callable[[], ToolResult]) -> ToolResult:
         """Upstream ran every method without a timeout of its own in a thread it waited for at most 20 s; past that
         the call answered so, and the work went on unobserved."""
-        if not self.exact:
+        if self.deviations.no_wall_limit:
             return work()
         outcome: dict[str, Any] = {}
 
@@ -254,12 +258,13 @@ class CamelTerminalTools:
 
     def _write_input(self, session: _Session, id: Any, command: Any, problem: str) -> ToolResult:
         self._collect(session, DRAIN_IDLE_S, DRAIN_MAX_S)
-        if session.overran:  # exact mode: upstream's session had no socket to send the input to
+        if session.overran:  # not refused at once (timed_out_input_refused off): upstream's had no socket for it
             problem = missing_attribute(None, "_sock")
         if problem:
             return ToolResult(self.m.render("write.error", id=id, error=problem), "failed", command=str(command))
         try:
-            session.proc.write((command + "\n").encode("utf-8", "strict" if self.exact else "surrogateescape"))
+            errors = "surrogateescape" if self.deviations.argument_types_checked else "strict"
+            session.proc.write((command + "\n").encode("utf-8", errors))
         except SandboxError as exc:
             return ToolResult(self.m.render("write.error", id=id, error=exc), "failed", command=command)
         output = self._collect(session, IDLE_S, MAX_S)
@@ -294,7 +299,9 @@ class CamelTerminalTools:
         """Upstream's `running` flag: a timed-out blocking command counted as running until a view reported its end."""
         if session.ended:
             return False
-        return True if session.overran and self.exact else session.proc.alive()
+        if session.overran and not self.deviations.timed_out_input_refused:
+            return True
+        return session.proc.alive()
 
     def _register(self, id: Any, session: _Session) -> None:
         old = self._sessions.get(id)
@@ -364,7 +371,7 @@ class CamelTerminalTools:
             else:
                 parts.append(output if kind in ("output", "terminated") else self._view_text(kind, output))
                 last = now
-                if session.ended and not self.exact:  # nothing else can come: the same text at once, not after waiting
+                if session.ended and self.deviations.ended_session_answered_at_once:  # the same text, not waited for
                     repeats = math.ceil((max_wait - (now - start)) / idle) + (kind == "terminated")
                     body = "".join(parts) + self.m.render("view.terminated_empty") * repeats
                     return self.m.render("collect.still_outputting", output=body)

@@ -183,9 +183,9 @@ def parse_xml(response: str, m: Templates) -> Parsed:
 def strip_think(text: str) -> str:
     """Drop a leading `<think>…</think>` block before parsing.
 
-    terminal-bench does not do this (`--exact` turns it off). Qwen3 writes an empty think block even in no-think
-    mode, and the parsers would report it as extra text before the JSON object (or a stray tag before `<response>`),
-    turning every well-formed reply into a warning the model never deserved.
+    terminal-bench does not do this (the deviation think_block_stripped, off under `--exact`). Qwen3 writes an empty
+    think block even in no-think mode, and the parsers would report it as extra text before the JSON object (or a
+    stray tag before `<response>`), turning every well-formed reply into a warning the model never deserved.
     """
     from oc_repl.calls import split_think
 
@@ -253,8 +253,8 @@ def salvage_xml(truncated: str, m: Templates, by_text: bool = False) -> str | No
     """The complete first `<response>` of an XML reply cut by the token limit, if it parses cleanly.
 
     terminal-bench runs such a salvaged reply instead of reporting the overflow (XML only). It refuses one that
-    warns about several blocks, which it tells from its own English warning text; `by_text` does exactly that (for
-    `--exact`), otherwise the warnings are told apart by name, whatever their wording.
+    warns about several blocks, which it tells from its own English warning text; `by_text` does exactly that (without
+    the deviation salvage_by_warning_name), otherwise the warnings are told apart by name, whatever their wording.
     """
     commands_end = truncated.find("</commands>")
     if commands_end == -1:

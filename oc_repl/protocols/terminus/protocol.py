@@ -11,9 +11,9 @@ import hashlib
 import json
 import os
 import time
-from typing import Literal
 
 from oc_repl import events as ev
+from oc_repl.deviations import DEFAULTS, Deviations
 from oc_repl.errors import UsageError
 from oc_repl.protocols import load_asset
 from oc_repl.protocols.templates import Templates, format_problem
@@ -36,7 +36,6 @@ from oc_repl.protocols.terminus.parse import (
 from oc_repl.protocols.terminus.tmux import MAX_WAIT, Terminal, TmuxTerminal, private_socket
 from oc_repl.types import Approve, Asset, Emit, Message, Reply, Request, Sandbox, Step, Task, allow_all
 
-Wait = Literal["detect", "exact"]
 PROMPT_FIELDS = ("instruction", "terminal_state")
 NOTICES_SPEC = {"interrupted": ("observation",), "declined": ("keystrokes",)}
 
@@ -45,10 +44,9 @@ class TerminusProtocol:
     fmt: Format = "json"
     name = "terminus-json"
 
-    def __init__(self, wait: Wait = "detect", name: str | None = None, exact: bool = False) -> None:
+    def __init__(self, name: str | None = None, deviations: Deviations = DEFAULTS) -> None:
         self.name = name or type(self).name
-        self.wait = wait
-        self.exact = exact  # upstream's own rules where the project otherwise deviates (think blocks, wording tests)
+        self.deviations = deviations
         template, self._asset = load_asset(self.name, "prompt.txt")
         self._template = template.decode("utf-8")
         if why := format_problem(self._template, PROMPT_FIELDS):
@@ -76,13 +74,14 @@ class TerminusProtocol:
                 raise UsageError(f"OC_REPL_TERMINAL={choice}: expected auto, tmux or pty")
             if choice == "auto":
                 choice = "tmux" if sandbox.exec("command -v tmux", timeout=30).exit_code == 0 else "pty"
+            upstream_keys = not self.deviations.all_keys_typed
             if choice == "pty":
                 from oc_repl.protocols.terminus.pty_terminal import PtyTerminal  # pyte is needed only here
 
-                self._terminal = PtyTerminal(sandbox, cwd=cwd, upstream_keys=self.exact)
+                self._terminal = PtyTerminal(sandbox, cwd=cwd, upstream_keys=upstream_keys)
             else:
                 socket = private_socket() if sandbox.spec.startswith("local:") else None
-                self._terminal = TmuxTerminal(sandbox, cwd=cwd, socket=socket, upstream_keys=self.exact)
+                self._terminal = TmuxTerminal(sandbox, cwd=cwd, socket=socket, upstream_keys=upstream_keys)
         return self._terminal
 
     def _observe(self, terminal: Terminal) -> str:
@@ -114,7 +113,8 @@ class TerminusProtocol:
         return Request(messages=list(self._messages), options={})
 
     def assets(self) -> list[Asset]:
-        found = [self._asset, self.m.asset] + ([] if self.exact else [self.notices.asset])
+        # The notices are the words of deviations (a person stepping in): with none in force (--exact) none is sent.
+        found = [self._asset, self.m.asset] + ([self.notices.asset] if self.deviations.names() else [])
         return [asset for asset in found if asset is not None]
 
     def working_directory(self, sandbox: Sandbox) -> str:
@@ -135,10 +135,11 @@ class TerminusProtocol:
 
     def step(self, reply: Reply, sandbox: Sandbox, emit: Emit, approve: Approve = allow_all) -> Step:
         terminal = self._terminal_for(sandbox)
-        # Under --exact the model's text is parsed as it came, as upstream does; see strip_think for why not otherwise.
-        text = reply.raw_content if self.exact else reply.content
+        # Without think_block_stripped the model's text is parsed as it came, as upstream does (see strip_think).
+        text = reply.content if self.deviations.think_block_stripped else reply.raw_content
         if reply.cut_off:
-            salvaged = salvage_xml(reply.raw_content or text, self.m, self.exact) if self.fmt == "xml" else None
+            by_text = not self.deviations.salvage_by_warning_name
+            salvaged = salvage_xml(reply.raw_content or text, self.m, by_text) if self.fmt == "xml" else None
             if salvaged is None:
                 return self._length_overflow(text, emit)
             # Upstream runs the rescued reply, and neither it nor the prompt before it reach the history.
@@ -146,7 +147,7 @@ class TerminusProtocol:
             parsed = self._parse(salvaged, self.m)
         else:
             self._messages.append({"role": "assistant", "content": text})
-            parsed = self._parse(text if self.exact else strip_think(text), self.m)
+            parsed = self._parse_reply(text)
         if self._is_parse_error(parsed):
             self._feedback(prompt_parse_error(parsed, self.m), parsed.error or parsed.warning, emit)
             return Step(parse_error=True)
@@ -183,7 +184,7 @@ class TerminusProtocol:
             started = time.monotonic()
             terminal.send_keys(keys)
             try:
-                terminal.wait(min(command.duration, MAX_WAIT), started, exact=self.wait == "exact")
+                terminal.wait(min(command.duration, MAX_WAIT), started, until_idle=self.deviations.returns_when_idle)
             except KeyboardInterrupt:  # the user stopped the turn: stop what the keys started, and say so
                 self._interrupted(terminal, item, emit)
                 raise
@@ -191,7 +192,7 @@ class TerminusProtocol:
             item.aggregated_output = f"(waited {time.monotonic() - started:.2f}s of {command.duration:g}s)"
             emit(ev.ItemCompleted(item=item))
         observation = self._observe(terminal)
-        if told and not self.exact:
+        if told and self.deviations.declined_keys_told:
             observation = "\n".join([*told, observation])
         emit(
             ev.ItemCompleted(
@@ -207,15 +208,15 @@ class TerminusProtocol:
         return observation
 
     def _interrupted(self, terminal: Terminal, item: ev.CommandExecution, emit: Emit) -> None:
-        """Ctrl-C to the terminal, then the screen it leaves goes to the model (with a word on what happened, unless
-        --exact), so the conversation can go on from there."""
+        """Ctrl-C to the terminal, then the screen it leaves goes to the model (with a word on what happened, while
+        interruption_told is on), so the conversation can go on from there."""
         terminal.send_keys("C-c")
         terminal.wait(1.0, time.monotonic())
         observation = self._limit(self._observe(terminal))
         item.status, item.aggregated_output = "failed", observation
         emit(ev.ItemCompleted(item=item))
         shown = prompt_observation(observation, self.m)
-        if not self.exact:
+        if self.deviations.interruption_told:
             shown = self.notices.render("interrupted", observation=shown)
         self._messages.append({"role": "user", "content": shown})
         self._pending_completion = False
@@ -223,8 +224,12 @@ class TerminusProtocol:
     def _is_parse_error(self, parsed: Parsed) -> bool:
         """Nothing runs when the reply could not be parsed. Upstream decides that by looking for its `ERROR:` marker
         anywhere in the feedback, so a warning quoting the marker (an unknown field named `ERROR:`) also stops the
-        reply; --exact keeps that, otherwise only a real parse error does."""
-        return bool(parsed.error) or (self.exact and "ERROR:" in feedback(parsed, self.m))
+        reply; without only_parse_errors_stop that holds, otherwise only a real parse error does."""
+        upstream_test = not self.deviations.only_parse_errors_stop
+        return bool(parsed.error) or (upstream_test and "ERROR:" in feedback(parsed, self.m))
+
+    def _parse_reply(self, text: str) -> Parsed:
+        return self._parse(strip_think(text) if self.deviations.think_block_stripped else text, self.m)
 
     def _feedback(self, message: str, problem: str, emit: Emit) -> None:
         emit(ev.ItemCompleted(item=ev.ParseError(id=ev.new_id(), message=problem, feedback=message)))
@@ -232,7 +237,7 @@ class TerminusProtocol:
 
     def _length_overflow(self, text: str, emit: Emit) -> Step:
         """None of the reply runs; upstream then asks again with the same error message, so it appears twice."""
-        warning = self._parse(text if self.exact else strip_think(text), self.m).warning
+        warning = self._parse_reply(text).warning
         message = prompt_length_overflow(warning, self.m)
         self._messages.append({"role": "assistant", "content": text})
         self._feedback(message, "the reply hit the output token limit; nothing ran", emit)

@@ -154,13 +154,13 @@ class Terminal:
     def close(self) -> None:
         raise NotImplementedError
 
-    def wait(self, duration: float, started: float, exact: bool = False) -> None:
-        """Wait what upstream waits after a command, `min(duration, 60)` from `started`; unless `exact`, return
-        as soon as the shell is provably idle twice in a row with the same screen (nothing more can change). Idle
-        includes having read the keys sent (see `Typed`): keys still on their way, or typed ahead of a shell that
-        is not yet reading, are waited for as upstream's sleep would."""
+    def wait(self, duration: float, started: float, until_idle: bool = True) -> None:
+        """Wait what upstream waits after a command, `min(duration, 60)` from `started`; `until_idle` (the default),
+        return as soon as the shell is provably idle twice in a row with the same screen (nothing more can change).
+        Idle includes having read the keys sent (see `Typed`): keys still on their way, or typed ahead of a shell
+        that is not yet reading, are waited for as upstream's sleep would."""
         deadline = started + min(max(duration, 0.0), MAX_WAIT)
-        if exact:
+        if not until_idle:
             time.sleep(max(0.0, deadline - time.monotonic()))
             return
         last: Probe | None = None

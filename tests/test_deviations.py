@@ -1,0 +1,149 @@
+"""Every deviation from upstream has a name: the README's training-exact table and `Deviations` hold the same rows,
+`--exact` turns every one off, each field turns its behaviour off on its own, and `thread.started` lists those on."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oc_repl import protocols
+from oc_repl.config import validate
+from oc_repl.deviations import DEFAULTS, Deviations
+from oc_repl.errors import UsageError
+from oc_repl.events import ParseError
+from oc_repl.protocols.camel.protocol import CamelProtocol
+from oc_repl.types import Step
+from tests import test_hostile_calls as hostile
+from tests.conftest import ROOT, read_jsonl, run_cli
+from tests.fakeserver import call_text
+from tests.test_cli import answer, base_args
+
+PROTOCOLS = ["camel-terminal-toolkit", "terminus-json", "terminus-xml", "raw"]
+# For each option of the table, a value that keeps its deviation on.
+KEEPING: dict[str, Any] = {
+    "observation_limit": 100,
+    "relative_paths": "workdir",
+    "sampling": "default",
+    "temperature": 0.5,
+    "top_p": 0.5,
+    "max_tokens": 100,
+    "history": "full",
+    "max_turns": 12,
+    "loop_limit": 3,
+    "wait": "detect",
+}
+
+
+def table() -> list[list[str]]:
+    """The rows of the README's training-exact table, as cells."""
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split("## Training-exact runs", 1)[1].split("\n## ")[0]
+    lines = [line for line in section.splitlines() if line.startswith("| ")]
+    assert lines and lines[0].startswith("| name |"), "the table's first column names each row"
+    return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in lines[1:]]
+
+
+def kind_of(protocol: str) -> str:
+    return protocols.manifests()[protocol].kind
+
+
+def test_every_row_of_the_readme_table_is_a_field_and_every_field_a_row():
+    rows = Deviations.rows()
+    readme = table()
+    assert [cells[0].strip("`") for cells in readme] == list(rows)  # the same names, in the same order
+    for name, text, _upstream, option in readme:
+        row = rows[name.strip("`")]
+        assert text == row.text, name
+        flags = [] if option == "—" else re.findall(r"`(--[a-z-]+)`", option)
+        assert flags == [f"--{o.replace('_', '-')}" for o in row.options], name
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_exact_turns_every_deviation_off(protocol: str):
+    assert Deviations.from_settings(validate({"protocol": protocol, "exact": True})) == Deviations.none()
+    assert Deviations.none().names() == []
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_default_settings_keep_the_defaults_that_concern_the_protocol(protocol: str):
+    kind = kind_of(protocol)
+    found = Deviations.from_settings(validate({"protocol": protocol}))
+    expected = {name: getattr(DEFAULTS, name) and row.concerns(kind) for name, row in Deviations.rows().items()}
+    assert dataclasses.asdict(found) == expected
+    assert "loop_detection" in found.names()
+    assert ("think_block_stripped" in found.names()) == kind.startswith("terminus")
+
+
+@pytest.mark.parametrize(("name", "row"), [(n, r) for n, r in Deviations.rows().items() if r.options])
+def test_a_row_with_an_option_follows_it(name: str, row):
+    protocol = next(p for p in PROTOCOLS if row.concerns(kind_of(p)))
+    exact = validate({"protocol": protocol, "exact": True})
+    upstream = validate({"protocol": protocol, **{option: getattr(exact, option) for option in row.options}})
+    assert not getattr(Deviations.from_settings(upstream), name)  # --exact's values, without --exact
+    for option in row.options:
+        kept = validate({"protocol": protocol, option: KEEPING[option]})
+        assert getattr(Deviations.from_settings(kept), name), option
+        if option == "max_turns":  # a run's budget: --exact takes it, and the record says so
+            given = validate({"protocol": protocol, "exact": True, option: KEEPING[option]})
+            assert Deviations.from_settings(given).names() == [name]
+            continue
+        with pytest.raises(UsageError, match="--exact runs exactly as upstream"):
+            validate({"protocol": protocol, "exact": True, option: KEEPING[option]})
+
+
+def test_create_hands_the_deviations_to_the_protocol():
+    for protocol in ("camel-terminal-toolkit", "terminus-json"):
+        assert protocols.create(protocol, Deviations.none()).deviations == Deviations.none()
+        assert protocols.create(protocol).deviations == DEFAULTS
+
+
+# --- each field turns its own behaviour off ----------------------------------------------------------------------
+
+COMPLETE = call_text("shell_exec", {"id": "a", "command": "echo ran-it"})
+CUT = COMPLETE + '\n<tool_call>\n{"name": "shell_exec", "arguments": {"id": "b", "comm'
+UNREADABLE = '<tool_call>\n{"name": "shell_exec", "arguments": {"id": "b",}}\n</tool_call>'
+
+
+def camel_step(tmp_path: Path, deviations: Deviations, text: str, finish: str) -> tuple[CamelProtocol, Step, list]:
+    return hostile.camel_step(tmp_path, deviations, {"role": "assistant", "content": text}, finish)
+
+
+def test_a_cut_camel_reply_gets_the_notice_only_while_its_deviation_is_on(tmp_path):
+    _, noticed, _ = camel_step(tmp_path, DEFAULTS, CUT, "length")
+    assert noticed.parse_error
+    protocol, ran, _ = camel_step(tmp_path, dataclasses.replace(DEFAULTS, cut_reply_noticed=False), CUT, "length")
+    assert not ran.parse_error and "ran-it" in protocol.request().messages[-1]["content"]  # training ran the call
+
+
+def test_unreadable_camel_blocks_are_named_only_while_their_deviation_is_on(tmp_path):
+    def harness_calls(protocol: CamelProtocol) -> list[str]:
+        return [c["function"]["name"] for m in protocol.request().messages for c in m.get("tool_calls", [])]
+
+    protocol, step, seen = camel_step(tmp_path, DEFAULTS, UNREADABLE, "stop")
+    assert step.parse_error and [e for e in seen if isinstance(e.item, ParseError)]
+    assert harness_calls(protocol) == []  # named in a result of its own, no call stands for it
+    off = dataclasses.replace(DEFAULTS, unreadable_calls_named=False)
+    protocol, step, _ = camel_step(tmp_path, off, UNREADABLE, "stop")
+    assert step.parse_error and harness_calls(protocol) == ["json_parse_error"]  # the training harness's answer
+    _, cut, _ = camel_step(tmp_path, off, CUT, "length")  # the other row still holds for a cut reply
+    assert cut.parse_error
+
+
+# --- the record ----------------------------------------------------------------------------------------------------
+
+
+def test_thread_started_lists_the_deviations_in_force(serve, tmp_path):
+    server = serve({"replies": [answer("Nothing to do.")]})
+    transcript = tmp_path / "t.jsonl"
+    args = base_args(server, tmp_path / "w", "--transcript", str(transcript), "--loop-limit", "0", "--max-turns", "10")
+    proc = run_cli([*args, "say hello"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    started = read_jsonl(transcript)[0]
+    kept = validate({"loop_limit": 0, "max_turns": 10})
+    assert started["deviations"] == Deviations.from_settings(kept).names()
+    assert "loop_detection" not in started["deviations"] and "own_turn_cap" not in started["deviations"]
+    assert {"results_cut", "argument_types_checked", "own_sampling"} <= set(started["deviations"])
+    assert started["exact"] is False
