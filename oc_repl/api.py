@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import selectors
 import signal
@@ -27,11 +28,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from oc_repl.config import FIELDS, RunSettings, validate
+from oc_repl.apikey import KEY_ENV
+from oc_repl.config import RunSettings, validate
 from oc_repl.errors import OcReplError, UsageError
 from oc_repl.events import parse_event
 from oc_repl.outcome import Status
 from oc_repl.session import Fanout, Session, TaskResult
+from oc_repl.sources import explicit, to_data
 from oc_repl.tasks.model import TaskDir, load_task
 
 Settings = RunSettings
@@ -42,16 +45,6 @@ __all__ = ["RunProcess", "Settings", "TaskDir", "TaskResult", "iter_events", "lo
 STOPS_ATTEMPTS = frozenset(
     {Status.USAGE, Status.BUILD_ERROR, Status.INTERRUPTED, Status.INTERNAL_ERROR, Status.TAMPERED}
 )
-
-
-def explicit(settings: RunSettings) -> dict[str, Any]:
-    """The values of `settings` that were given (by a flag, the environment, a file) or differ from the defaults:
-    a `Settings(...)` built in Python names what it sets only by its values."""
-    return {
-        name: getattr(settings, name)
-        for name, spec in FIELDS.items()
-        if name in settings.given or getattr(settings, name) != spec.default
-    }
 
 
 def _with_task(settings: RunSettings | None, task: TaskDir | Path | str | None) -> RunSettings:
@@ -122,33 +115,6 @@ def run_task(
 
 # --- runs in a process of their own ----------------------------------------------------------------------------------
 
-# the key goes by environment, never argv
-_UNFORWARDED = {"api_key", "api_key_file", "json_output", "transcript", "task", "image"}
-
-
-def settings_args(settings: RunSettings) -> list[str]:
-    """The command-line flags of `oc-repl run` that reproduce every explicitly set value of `settings`."""
-    import click
-
-    from oc_repl.cli import main
-
-    # By the group: the click command, whichever of its modules is imported
-    run_command = main.commands["run"]
-    values = {k: v for k, v in explicit(settings).items() if k not in _UNFORWARDED}
-    args: list[str] = []
-    for param in run_command.params:
-        value = values.get(param.name or "")
-        if not isinstance(param, click.Option) or value is None:
-            continue
-        flag = next(o for o in param.opts if o.startswith("--"))
-        if param.is_flag and param.secondary_opts:
-            args.append(flag if value else param.secondary_opts[0])
-        elif param.is_flag:
-            args.extend([flag] if value else [])
-        else:
-            args.extend([flag, str(value)])
-    return args
-
 
 def _die_with_parent(parent: int, libc: Any) -> None:  # pragma: no cover - runs in the child between fork and exec
     """Linux: the child gets SIGTERM if its parent dies, so a killed bench leaves no run (or container) behind."""
@@ -180,26 +146,22 @@ class RunProcess:
         attempts: int = 1,
         stderr: IO[bytes] | int | None = None,  # a file, subprocess.PIPE, or None for nowhere
     ) -> None:
-        argv = [sys.executable, "-m", "oc_repl", "run", "--json", *settings_args(settings)]
-        if settings.task is not None:
-            argv += ["--task", str(settings.task)]
-        if image or settings.image:
-            argv += ["--image", str(image or settings.image)]
-        if transcript is not None:
-            argv += ["--transcript", str(transcript)]
-        if attempts != 1:
-            argv += ["--attempts", str(attempts)]
+        # The settings go as data on stdin, the key by environment: neither is on the command line.
+        data = to_data(settings.replace(json_output=True, transcript=transcript, image=image or settings.image))
+        argv = [sys.executable, "-m", "oc_repl", "run", "--settings-json", "-"]
+        argv += ["--attempts", str(attempts)] if attempts != 1 else []
         argv += ["--", instruction] if instruction else []
-        env = {**os.environ, "OPENAI_API_KEY": settings.api_key}
         self.proc = subprocess.Popen(
             argv,
             stdout=subprocess.PIPE,
             stderr=stderr if stderr is not None else subprocess.DEVNULL,
-            stdin=subprocess.DEVNULL,
-            env=env,
+            stdin=subprocess.PIPE,
+            env={**os.environ, KEY_ENV: settings.api_key},
             preexec_fn=functools.partial(_die_with_parent, os.getpid(), _libc()) if sys.platform == "linux" else None,
         )
-        assert self.proc.stdout is not None
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        with contextlib.suppress(BrokenPipeError), self.proc.stdin as stdin:  # a child that died at once says why
+            stdin.write(json.dumps(data).encode())
         self.stdout = self.proc.stdout
         self._partial = b""
         self.eof = False

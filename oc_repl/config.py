@@ -1,7 +1,9 @@
-"""Settings: flags > environment > config file (with profiles) > defaults.
+"""The run settings: one table, from which every surface that takes them is made.
 
-click resolves flags and their environment variables (an option left unset stays None); the file's values fill
-in under whatever click found, the defaults under those, and `validate` checks the merged result once.
+Each field of `RunSettings` declares, in one place, its type and default, its bounds or choices, its help, its
+environment variable and the surfaces that take it (below). From the table come `oc-repl run`'s, the shell's,
+`bench`'s and `doctor`'s click options (oc_repl/cli), the config file's keys and the data a child run is given
+(oc_repl/sources.py), Harbor's `--ak` options (oc_repl/integrations/harbor/agent.py) and the checks of `validate`.
 
 Settings are a plain dataclass checked by the few rules below (types, ranges, choices): they are validated on every
 run before its first request, and building a pydantic model for them cost more start-up time than the rest of a run's
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from oc_repl import paths, tomlfile
+from oc_repl.apikey import KEY_ENV, read_key_file
 from oc_repl.errors import UsageError
 
 DEFAULT_API_BASE = "http://127.0.0.1:30000/v1"  # sglang's default port
@@ -26,60 +28,189 @@ SAMPLING_PRESETS: dict[str, dict[str, float | int]] = {
     "training": {"temperature": 1.0, "top_p": 1.0, "max_tokens": 8192},
 }
 
+# Where a setting is taken.
+FLAG = "flag"  # `oc-repl run`, the shell (and before a subcommand), `bench`
+RUN = "run"  # `oc-repl run` alone
+FILE = "file"  # the config file, at top level and in its profiles
+HARBOR = "harbor"  # the Harbor agent's `--ak key=value`
+TRIAL = "trial"  # set by `bench` for each trial: refused on its command line, left out of the config file's values
+DOCTOR = "doctor"  # `oc-repl doctor`
+EVERYWHERE = (FLAG, FILE, HARBOR)
 
-def _choice(default: str, *choices: str) -> Any:
-    return field(default=default, metadata={"choices": (default, *choices)})
 
-
-def _number(default: float | None, **bounds: float) -> Any:
-    return field(default=default, metadata=bounds)
+def setting(
+    default: Any,
+    help: str,
+    *on: str,
+    env: str | None = None,
+    choices: tuple[str, ...] = (),
+    flags: tuple[str, ...] = (),
+    path: str | None = None,
+    shown: str | None = None,
+    secret: bool = False,
+    **bounds: float,
+) -> Any:
+    """One row of the table. `flags`: the flag's names when not `--the-name`; `path`: "file", "existing file" or
+    "existing dir", as a flag checks it; `shown`: the default in words, for a None that means something; `secret`:
+    kept out of reprs, and a warning when it is typed; `bounds`: ge, gt, le."""
+    rules = {"help": help, "on": frozenset(on), "env": env, "choices": choices, "flags": flags, "path": path}
+    rules.update(shown=shown, secret=secret, bounds=bounds)
+    return field(default=default, repr=not secret, metadata=rules)
 
 
 @dataclass(kw_only=True)
 class RunSettings:
-    """Everything a run needs, checked once after click merged flags, env and file (see `validate`)."""
+    """Everything a run needs, checked once after flags, environment and file are merged (see `validate`)."""
 
-    api_base: str = DEFAULT_API_BASE
-    api_key: str = field(default="EMPTY", repr=False)
-    api_key_file: Path | None = None  # where the key is read from, when given (oc_repl/apikey.py)
-    model: str | None = None
-    protocol: str = "camel-terminal-toolkit"
-    history: str = _choice("training", "camel-0.2.85", "full")
-    sandbox: str = "local:."
-    confine: bool = True  # local: bubblewrap around every command (host read-only, no network)
-    network: bool = False  # local: the network for a confined sandbox
-    writable_vcs: bool = False  # local: .git, .hg and .svn of the sandbox directory writable when confined
-    workdir: str | None = None
-    docker_network: str | None = None
-    keep: bool = False
+    api_base: str = setting(DEFAULT_API_BASE, "OpenAI-compatible base URL", *EVERYWHERE, DOCTOR, env="OPENAI_BASE_URL")
+    api_key: str = setting(
+        "EMPTY",
+        "API key; never written to records; visible to other users (a warning)",
+        FLAG,
+        FILE,
+        DOCTOR,
+        env=KEY_ENV,
+        secret=True,
+    )
+    api_key_file: Path | None = setting(  # where the key is read from, when given (oc_repl/apikey.py)
+        None, "File holding the API key on one line (config key api_key_file)", FLAG, FILE, DOCTOR, path="file"
+    )
+    model: str | None = setting(None, "Model id", *EVERYWHERE, DOCTOR, shown="the first id the server lists")
+    protocol: str = setting(
+        "camel-terminal-toolkit", "camel-terminal-toolkit, terminus-json, terminus-xml or raw", *EVERYWHERE
+    )
+    history: str = setting(
+        "training",
+        "camel history mode: what the model saw in training, camel<=0.2.85, or standard",
+        *EVERYWHERE,
+        choices=("training", "camel-0.2.85", "full"),
+    )
+    system: str | None = setting(None, "raw: a system message, as TEXT or @FILE", FLAG, FILE)
+    relative_paths: str = setting(
+        "workdir",
+        "camel: relative file_path of shell_write_content_to_file against the workdir, or / as upstream",
+        *EVERYWHERE,
+        choices=("workdir", "root"),
+    )
+    wait: str = setting(
+        "detect",
+        "terminus: detect, return once the shell is provably idle; exact, sleep every duration",
+        *EVERYWHERE,
+        choices=("detect", "exact"),
+    )
+    sandbox: str = setting(
+        "local:.", "Where commands run: local:<dir>, docker:<container>, docker-image:<image>", FLAG, FILE, TRIAL
+    )
+    confine: bool = setting(
+        True,
+        "local: run the model's commands in bubblewrap: the host read-only, the sandbox directory and a private /tmp "
+        "writable, no network",
+        FLAG,
+        FILE,
+    )
+    network: bool = setting(False, "local: let confined commands use the network", FLAG, FILE)
+    writable_vcs: bool = setting(
+        False,
+        "local: let confined commands write the sandbox directory's .git, .hg and .svn",
+        FLAG,
+        FILE,
+        shown="read-only",
+    )
+    workdir: str | None = setting(
+        None,
+        "Working directory of the commands in a container (docker sandboxes, Harbor's environment)",
+        *EVERYWHERE,
+        shown="/workspace, as trained",
+    )
+    docker_network: str | None = setting(None, "Network of a created container", FLAG, FILE, shown="none; a task's own")
+    keep: bool = setting(False, "Keep a created container and print its name", FLAG, TRIAL)
     # every sandbox oc-repl makes: a local: one (a cgroup, else rlimits) and each container it creates
-    max_processes: int = _number(4096, ge=16, le=4194304)
-    memory_mb: int = _number(4096, ge=64, le=1 << 24)  # swap included
-    task: Path | None = None
-    image: str | None = None
-    observation_limit: int | None = _number(None, ge=0)
-    wait: str = _choice("detect", "exact")
-    relative_paths: str = _choice("workdir", "root")
-    system: str | None = None
-    max_turns: int = _number(12, ge=1)
-    loop_limit: int = _number(3, ge=0)
-    sampling: str = _choice("default", "training")
-    temperature: float | None = _number(None, ge=0)
-    top_p: float | None = _number(None, gt=0, le=1)
-    max_tokens: int | None = _number(None, ge=1)
-    stream: bool = True
-    retries: int = _number(3, ge=0)
-    idle_timeout: float = _number(120.0, gt=0)
-    request_timeout: float = _number(600.0, gt=0)  # an unstreamed reply, whole, per attempt
-    verify: str | None = None
-    verify_file: Path | None = None
-    verify_timeout: float = _number(600.0, gt=0)
-    timeout: float | None = _number(None, ge=0)  # seconds for the agent (the verifier has its own)
-    task_name: str | None = None
-    transcript: Path | None = None
-    json_output: bool = False
-    yes: bool = False
-    exact: bool = False
+    max_processes: int = setting(
+        4096,
+        "Processes the sandbox may run at once: local: and every container oc-repl creates",
+        FLAG,
+        FILE,
+        ge=16,
+        le=4194304,
+    )
+    memory_mb: int = setting(  # swap included
+        4096,
+        "Memory (swap included) of the sandbox, in MB: local: and every container oc-repl creates; a task's own "
+        "memory_mb wins for its container",
+        FLAG,
+        FILE,
+        ge=64,
+        le=1 << 24,
+    )
+    observation_limit: int | None = setting(
+        None,
+        "camel: characters of a tool result the model sees, head and tail kept; 0 = no limit",
+        *EVERYWHERE,
+        shown="camel's own",
+        ge=0,
+    )
+    max_turns: int = setting(12, "Model turns per task", *EVERYWHERE, ge=1)
+    loop_limit: int = setting(3, "Identical turns in a row that stop the run; 0 off", *EVERYWHERE, ge=0)
+    sampling: str = setting(
+        "default",
+        "Sampling preset: default (T 0.7, top-p 0.8, 4096 tokens) or training (T 1.0, top-p 1.0, 8192)",
+        *EVERYWHERE,
+        choices=("default", "training"),
+    )
+    temperature: float | None = setting(
+        None, "Overrides the preset's temperature", *EVERYWHERE, shown="the preset's", ge=0
+    )
+    top_p: float | None = setting(None, "Overrides the preset's top-p", *EVERYWHERE, shown="the preset's", gt=0, le=1)
+    max_tokens: int | None = setting(
+        None, "Overrides the preset's max new tokens", *EVERYWHERE, shown="the preset's", ge=1
+    )
+    stream: bool = setting(True, "Stream replies", *EVERYWHERE)
+    retries: int = setting(3, "Retries for server faults", *EVERYWHERE, ge=0)
+    idle_timeout: float = setting(120.0, "Seconds a stream may stall before it is retried", *EVERYWHERE, gt=0)
+    request_timeout: float = setting(
+        600.0, "Seconds an unstreamed reply may take, whole, before it is retried", *EVERYWHERE, gt=0
+    )
+    verify: str | None = setting(
+        None, "Command run in the sandbox after the agent; exit 0 = success", FLAG, FILE, TRIAL
+    )
+    verify_file: Path | None = setting(
+        None,
+        "Script copied into the sandbox and run with bash after the agent",
+        FLAG,
+        FILE,
+        TRIAL,
+        path="existing file",
+    )
+    verify_timeout: float = setting(600.0, "Seconds the verifier may take", FLAG, FILE, TRIAL, gt=0)
+    timeout: float | None = setting(  # seconds for the agent (the verifier has its own)
+        None,
+        "Seconds the agent may take in all (model and commands; 0 = no limit); a task's own agent timeout applies "
+        "too. The verifier still runs after it (exit 7 unless it passes)",
+        FLAG,
+        FILE,
+        shown="no limit",
+        ge=0,
+    )
+    transcript: Path | None = setting(
+        None, "JSONL transcript path", FLAG, TRIAL, path="file", shown="under ~/.local/state/oc-repl/sessions/"
+    )
+    yes: bool = setting(False, "Consent to run model-chosen commands on this host", FLAG, flags=("--yes", "-y"))
+    exact: bool = setting(
+        False,
+        "Run exactly as the checkpoint was trained (camel) or evaluated (terminus): synced upstream assets only, "
+        "every deviation off (see `oc-repl protocols sync`)",
+        *EVERYWHERE,
+    )
+    json_output: bool = setting(False, "JSONL events on stdout instead of the answer", RUN, flags=("--json",))
+    task_name: str | None = setting(
+        None, "Task name shown to the model", RUN, FILE, HARBOR, TRIAL, shown="derived from the instruction"
+    )
+    task: Path | None = setting(
+        None, "A terminal-bench task directory: its image, instruction and tests", RUN, TRIAL, path="existing dir"
+    )
+    image: str | None = setting(
+        None, "With --task: use this image instead of building the task's Dockerfile", RUN, TRIAL
+    )
     # the names given by a flag, the environment or a file (not defaults): --exact refuses the conflicting ones
     given: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
@@ -98,7 +229,7 @@ class RunSettings:
         if self.protocol_kind() == "camel" and "max_turns" not in self.given:
             wanted["max_turns"] = CAMEL_TRAINING_TURNS
         conflicts = [
-            f"--{key.replace('_', '-')} {getattr(self, key)}"
+            f"{OPTIONS[key].flag} {getattr(self, key)}"
             for key, value in {**wanted, **EXACT_FORBIDS}.items()
             if key in self.given and getattr(self, key) != value and getattr(self, key) is not None
         ]
@@ -136,6 +267,64 @@ EXACT: dict[str, Any] = {
 EXACT_FORBIDS: dict[str, Any] = {"temperature": None, "top_p": None, "max_tokens": None}
 CAMEL_TRAINING_TURNS = 10  # the episode length the checkpoint was trained with
 
+
+@dataclass(frozen=True)
+class Option:
+    """A row of the table, read: what the surfaces are generated from."""
+
+    name: str
+    kind: str  # str, int, float, bool or Path
+    optional: bool  # None is a value of it
+    default: Any
+    help: str
+    on: frozenset[str]
+    env: str | None
+    choices: tuple[str, ...]
+    flags: tuple[str, ...]
+    path: str | None
+    shown: str | None
+    secret: bool
+    bounds: dict[str, float]
+
+    @property
+    def flag(self) -> str:
+        return self.flags[0]
+
+    @property
+    def negation(self) -> str | None:
+        """`--no-x` for a switch that is on by default: the only way to turn it off."""
+        return f"--no-{self.flag[2:]}" if self.kind == "bool" and self.default is True else None
+
+    def described(self, shown: str | None = None) -> str:
+        """The help, with the default as the table holds it (or in the words a surface has for it: `shown`)."""
+        if shown or self.shown:
+            default = shown or self.shown
+        elif self.kind == "bool":
+            default = "on" if self.default else ""
+        elif self.default is None:
+            default = ""
+        else:
+            default = f"{self.default:g}" if isinstance(self.default, float) else str(self.default)
+        if default and self.env:
+            default = f"${self.env}, else {default}"
+        return f"{self.help} (default: {default})." if default else f"{self.help}."
+
+
+def _read(spec: dataclasses.Field[Any]) -> Option:
+    declared = str(spec.type)
+    meta = dict(spec.metadata)
+    flags = meta.pop("flags") or (f"--{spec.name.replace('_', '-')}",)
+    return Option(spec.name, declared.split(" |")[0], "None" in declared, spec.default, flags=flags, **meta)
+
+
+OPTIONS: dict[str, Option] = {spec.name: _read(spec) for spec in dataclasses.fields(RunSettings) if spec.metadata}
+
+
+def options_on(surface: str) -> list[Option]:
+    """The table's rows that `surface` takes, in the table's order."""
+    return [option for option in OPTIONS.values() if surface in option.on]
+
+
 SANDBOX_SCHEMES = ("local", "docker", "docker-image")
 
 
@@ -149,43 +338,11 @@ def check_sandbox_spec(spec: str) -> None:
         )
 
 
-FIELDS = {f.name: f for f in dataclasses.fields(RunSettings) if f.name != "given"}
-FILE_KEYS = set(FIELDS) - {"json_output", "yes", "transcript", "task", "image", "keep"}
-
-
-def config_path() -> Path:
-    return paths.config_dir() / "config.toml"
-
-
-def load_file(path: Path | None, profile: str | None) -> dict[str, Any]:
-    """Top-level keys of the file, overlaid by `[profiles.NAME]` when a profile is chosen."""
-    if path is not None and not path.is_file():
-        raise UsageError(f"no config file at {path}")
-    path = path or config_path()
-    if not path.exists():
-        if profile:
-            raise UsageError(f"profile {profile!r} asked for, but there is no config file at {path}")
-        return {}
-    data = tomlfile.read(path, "config file ")
-    profiles = data.pop("profiles", {})
-    values = {k.replace("-", "_"): v for k, v in data.items()}
-    if profile:
-        if profile not in profiles:
-            raise UsageError(f"no profile {profile!r} in {path}; profiles there: {', '.join(profiles) or 'none'}")
-        values.update({k.replace("-", "_"): v for k, v in profiles[profile].items()})
-    unknown = set(values) - FILE_KEYS
-    if unknown:
-        raise UsageError(f"unknown keys in {path}: {', '.join(sorted(unknown))}")
-    return values
-
-
-def _checked(name: str, value: Any) -> Any:
+def _checked(option: Option, value: Any) -> Any:
     """A value of the field's type (ints pass for floats, strings for paths), within its range and choices."""
-    declared = str(RunSettings.__dataclass_fields__[name].type)
-    rules = FIELDS[name].metadata
-    if value is None and ("None" in declared):
+    if value is None and option.optional:
         return None
-    kind = declared.split(" |")[0]
+    kind = option.kind
     if kind == "Path" and isinstance(value, str | Path):
         value = Path(value)
     elif kind == "float" and isinstance(value, int) and not isinstance(value, bool):
@@ -193,31 +350,30 @@ def _checked(name: str, value: Any) -> Any:
     expected = {"str": str, "bool": bool, "int": int, "float": float, "Path": Path}[kind]
     if not isinstance(value, expected) or (kind == "int" and isinstance(value, bool)):
         raise ValueError(f"expected {kind}, got {value!r}")
-    if "choices" in rules and value not in rules["choices"]:
-        raise ValueError(f"expected one of {', '.join(rules['choices'])}, got {value!r}")
-    bounds = {"ge": (">=", lambda v, b: v >= b), "gt": (">", lambda v, b: v > b), "le": ("<=", lambda v, b: v <= b)}
-    for rule, (sign, holds) in bounds.items():
-        if rule in rules and not holds(value, rules[rule]):
-            raise ValueError(f"must be {sign} {rules[rule]}, got {value!r}")
+    if option.choices and value not in option.choices:
+        raise ValueError(f"expected one of {', '.join(option.choices)}, got {value!r}")
+    signs = {"ge": (">=", lambda v, b: v >= b), "gt": (">", lambda v, b: v > b), "le": ("<=", lambda v, b: v <= b)}
+    for rule, bound in option.bounds.items():
+        sign, holds = signs[rule]
+        if not holds(value, bound):
+            raise ValueError(f"must be {sign} {bound}, got {value!r}")
     return value
 
 
 def validate(values: dict[str, Any]) -> RunSettings:
     problems, checked = [], {}
     for name, value in values.items():
-        if name not in FIELDS:
+        if name not in OPTIONS:
             problems.append(f"{name}: unknown setting")
             continue
         try:
-            checked[name] = _checked(name, value)
+            checked[name] = _checked(OPTIONS[name], value)
         except ValueError as exc:
             problems.append(f"{name}: {exc}")
     if problems:
         raise UsageError(f"invalid settings: {'; '.join(problems)}")
     settings = RunSettings(**checked, given=frozenset(checked))
     if settings.api_key_file is not None:
-        from oc_repl.apikey import read_key_file
-
         settings = settings.replace(api_key=read_key_file(settings.api_key_file))
     from oc_repl.client.api_base import check_api_base
 

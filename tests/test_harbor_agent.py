@@ -80,3 +80,37 @@ def test_14_exact_applies_upstreams_settings(agent_class, tmp_path):
 def test_14_preflight_refuses_settings_before_any_trial(agent_class, kwargs, env, problem):
     with pytest.raises(ValueError, match=problem):
         agent_class.preflight(kwargs, env)
+
+
+@needs_harbor
+def test_14_harbors_options_are_the_tables_harbor_settings(agent_class):
+    from harbor.agents.options import AgentOptions, env_annotation
+
+    from oc_repl.config import HARBOR, OPTIONS, options_on
+    from oc_repl.integrations.harbor.agent import HARBOR_DEFAULTS, OcReplOptions
+
+    fields = {k: v for k, v in OcReplOptions.model_fields.items() if k not in AgentOptions.model_fields}
+    assert list(fields) == [o.name for o in options_on(HARBOR)] + ["api_key_env"]
+    for name, spec in fields.items():
+        if name == "api_key_env":
+            assert spec.default == "OPENAI_API_KEY" and env_annotation(spec) is None
+            continue
+        option = OPTIONS[name]
+        assert spec.default == option.default, name  # shown; only what is given reaches the run
+        assert spec.description == option.described(HARBOR_DEFAULTS.get(name)), name
+        env = env_annotation(spec)
+        assert (env.name, env.fallback) == (option.env, option.env) if option.env else env is None, name
+    schema = agent_class.options_schema()["properties"]
+    assert schema["history"]["anyOf"][0]["enum"] == list(OPTIONS["history"].choices)
+    assert schema["top_p"]["anyOf"][0] == {"exclusiveMinimum": 0.0, "maximum": 1.0, "type": "number"}
+
+
+@needs_harbor
+def test_14_an_option_left_unset_is_not_given_to_the_run(agent_class, tmp_path):
+    from oc_repl.integrations.harbor.agent import run_settings
+
+    agent = agent_class(logs_dir=tmp_path, model_name="m", exact=True, protocol="camel-terminal-toolkit")
+    settings = run_settings(agent.options, "m")
+    assert settings.given == {"exact", "protocol", "model"} and settings.max_turns == 10  # exact's, not the default
+    asked = agent_class(logs_dir=tmp_path, model_name="m", exact=True, max_turns=12)
+    assert run_settings(asked.options, "m").max_turns == 12  # asked for by name: kept

@@ -106,4 +106,4 @@ def test_the_help_names_the_limits_defaults():
     proc = subprocess.run([sys.executable, "-m", "oc_repl", "run", "--help"], capture_output=True, text=True)
     text = " ".join(proc.stdout.split())
     assert "--max-processes INTEGER" in text and "--memory-mb INTEGER" in text
-    assert text.count("(default 4096)") >= 2
+    assert text.count("(default: 4096)") >= 2

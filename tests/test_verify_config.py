@@ -4,9 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from oc_repl.config import load_file, validate
+from oc_repl.config import validate
 from oc_repl.errors import UsageError
 from oc_repl.events import TurnStarted, to_json
+from oc_repl.sources import load_file
 from oc_repl.tasks.verify import parse_pytest_summary
 from oc_repl.transcript import TranscriptWriter, read_events
 

@@ -9,12 +9,9 @@ from typing import Any
 
 import click
 
-from oc_repl.cli import run_options
+from oc_repl.cli import run_options, typed
 from oc_repl.cli.exits import report_error
-
-# Options of `run` that a bench sets per trial itself; on the command line they are refused, from a config file
-# they are left out.
-PER_TRIAL = ("sandbox", "verify", "verify_file", "verify_timeout", "transcript", "keep", "task_name")
+from oc_repl.config import TRIAL
 
 
 class DefaultToRun(click.Group):
@@ -32,23 +29,22 @@ def bench() -> None:
 
 
 def per_protocol_settings(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
-    """Settings for each protocol's trials, resolved as `run` resolves them (flags > env > file > defaults)."""
-    from oc_repl.apikey import layered
-    from oc_repl.cli import _typed
-    from oc_repl.config import load_file, validate
+    """Settings for each protocol's trials, resolved as `run` resolves them (flags > env > file > defaults). What a
+    bench sets for each trial itself is refused as a flag and left out of the config file's values."""
+    from oc_repl.config import OPTIONS, options_on, validate
     from oc_repl.errors import UsageError
     from oc_repl.protocols import manifests
+    from oc_repl.sources import load_file, resolve
 
-    root = ctx.find_root().obj or {}
-    typed = {**root, **_typed(ctx, params)}
-    refused = [name for name in PER_TRIAL if name in typed]
+    given = {**(ctx.find_root().obj or {}), **typed(params)}
+    per_trial = options_on(TRIAL)
+    refused = [option.flag for option in per_trial if option.name in given]
     if refused:
-        flags = ", ".join("--" + name.replace("_", "-") for name in refused)
+        flags = ", ".join(refused)
         raise UsageError(f"bench sets {flags} for each trial itself", hint="drop it: a task dir brings its tests")
-    file_values = load_file(params.pop("config_file", None), params.pop("profile", None))
-    given = {**{k: v for k, v in params.items() if v is not None}, **typed}
-    values = {k: v for k, v in layered(file_values, given).items() if k not in PER_TRIAL}
-    names = [p.strip() for p in str(values.pop("protocol", "camel-terminal-toolkit")).split(",") if p.strip()]
+    file_values = load_file(given.pop("config_file", None), given.pop("profile", None))
+    values = resolve(given, {k: v for k, v in file_values.items() if k not in {o.name for o in per_trial}})
+    names = [p.strip() for p in str(values.pop("protocol", OPTIONS["protocol"].default)).split(",") if p.strip()]
     known = manifests()
     unknown = [p for p in names if p not in known]
     if unknown or not names:
@@ -57,7 +53,7 @@ def per_protocol_settings(ctx: click.Context, params: dict[str, Any]) -> dict[st
 
 
 @bench.command("run")
-@run_options
+@run_options(hidden=TRIAL)
 @click.argument("task_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("-k", "attempts", type=click.IntRange(min=1), default=1, help="Trials per task and protocol (default 1).")
 @click.option(

@@ -8,15 +8,14 @@ from typing import Any
 
 import click
 
-from oc_repl.apikey import with_key_options
+from oc_repl.cli import setting_options
+from oc_repl.config import DOCTOR
 
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
 
 
 @click.command()
-@click.option("--api-base", envvar="OPENAI_BASE_URL", help="OpenAI-compatible base URL [sglang default].")
-@with_key_options
-@click.option("--model", help="Model id (default: the first id the server lists).")
+@setting_options(DOCTOR)
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds one probe may take.")
 @click.option("--json", "json_output", is_flag=True, help="Print the checks as JSON.")
 @click.option("--profile", help="Profile from the config file.")
@@ -26,16 +25,15 @@ def doctor(json_output: bool, timeout: float, **params: Any) -> None:
 
     Exits 1 when the server cannot serve the default protocol, 0 otherwise.
     """
-    from oc_repl.apikey import PAIR, layered
-    from oc_repl.config import load_file, validate
+    from oc_repl.config import OPTIONS, validate
     from oc_repl.doctor import diagnose
     from oc_repl.errors import OcReplError
+    from oc_repl.sources import load_file, resolve
 
     try:
         file_values = load_file(params.pop("config_file"), params.pop("profile"))
-        keys = ("api_base", *PAIR, "model")
-        given = {k: v for k, v in params.items() if v is not None}
-        settings = validate(layered({k: v for k, v in file_values.items() if k in keys}, given))
+        mine = {k: v for k, v in file_values.items() if DOCTOR in OPTIONS[k].on}
+        settings = validate(resolve(params, mine))
     except OcReplError as exc:
         from oc_repl.cli.exits import report_error
 

@@ -26,12 +26,12 @@ def export(source: Path, fmt: str, output: Path | None) -> None:
 
     Every episode is read before anything is written: a bad line stops the export (exit 2, naming the file and the
     line) and leaves no part of it behind."""
-    from oc_repl.apikey import configured_key
     from oc_repl.errors import UsageError
     from oc_repl.events import json_text
     from oc_repl.export import export as episodes
     from oc_repl.redact import redactor
     from oc_repl.safejson import BadInput
+    from oc_repl.sources import configured_key
 
     try:
         found = list(episodes(source))

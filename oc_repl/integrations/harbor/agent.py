@@ -41,10 +41,11 @@ from harbor.agents.base import BaseAgent
 from harbor.agents.options import AgentOptions, Env
 from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, create_model
 
 from oc_repl import __version__
-from oc_repl.config import RunSettings, validate
+from oc_repl.apikey import KEY_ENV
+from oc_repl.config import HARBOR, RunSettings, options_on, validate
 from oc_repl.errors import OcReplError, SandboxError
 from oc_repl.integrations.harbor.environment import HarborSandbox, LoopBridge
 from oc_repl.integrations.harbor.record import CHECKPOINTS, RunRecord, trajectory
@@ -52,6 +53,7 @@ from oc_repl.outcome import Status
 from oc_repl.private import write_atomic
 from oc_repl.redact import Redactor, redactor
 from oc_repl.session import Fanout, Session, TaskResult
+from oc_repl.sources import resolve
 from oc_repl.transcript import TranscriptWriter
 
 TRANSCRIPT = "oc-repl.jsonl"
@@ -71,44 +73,48 @@ GRADED = frozenset(
 )
 
 
-class OcReplOptions(AgentOptions):
-    """oc-repl's run settings, as `--ak key=value` (see `oc-repl run --help` for what each does)."""
+# What the agent fills in when these are not given (`run`), in place of the table's defaults.
+HARBOR_DEFAULTS = {"model": "-m without its provider prefix", "task_name": "the Harbor task's name"}
 
-    protocol: str = Field("camel-terminal-toolkit", description="camel-terminal-toolkit, terminus-json, terminus-xml.")
-    exact: bool = Field(False, description="Run exactly as upstream (needs `oc-repl protocols sync` on this host).")
-    max_turns: int | None = Field(None, ge=1, description="Model turns at most (12; 10 for camel with exact).")
-    api_base: Annotated[str | None, Env("OPENAI_BASE_URL", fallback="OPENAI_BASE_URL")] = Field(
-        None, description="The model server's OpenAI-compatible base URL (OPENAI_BASE_URL, else sglang's default)."
+
+def _options_model() -> type[AgentOptions]:
+    """The settings the table offers Harbor, as Harbor's options model. Each shows the table's default; only those
+    given (by `--ak`, or for `api_base` by Harbor's fallback to OPENAI_BASE_URL) reach the run, so that `--exact`
+    can tell a `max_turns` asked for from the default it replaces."""
+    kinds = {"str": str, "int": int, "float": float, "bool": bool, "Path": str}
+    fields: dict[str, Any] = {}
+    for option in options_on(HARBOR):
+        kind: Any = Literal[option.choices] if option.choices else kinds[option.kind]
+        annotation: Any = kind | None
+        if option.env:
+            annotation = Annotated[annotation, Env(option.env, fallback=option.env)]
+        described = option.described(HARBOR_DEFAULTS.get(option.name))
+        fields[option.name] = (annotation, Field(option.default, description=described, **option.bounds))
+    fields["api_key_env"] = (
+        str,
+        Field(KEY_ENV, description="The variable of Harbor's environment holding the API key."),
     )
-    api_key_env: str = Field("OPENAI_API_KEY", description="The variable of Harbor's environment holding the API key.")
-    model: str | None = Field(None, description="Model name sent to the server (-m without a provider prefix).")
-    task_name: str | None = Field(None, description="The task's name as camel shows it (the Harbor task's name).")
-    history: Literal["training", "camel-0.2.85", "full"] | None = Field(None, description="As `oc-repl run --history`.")
-    sampling: Literal["default", "training"] | None = Field(None, description="As `oc-repl run --sampling`.")
-    temperature: float | None = Field(None, ge=0, description="As `oc-repl run --temperature`.")
-    top_p: float | None = Field(None, gt=0, le=1, description="As `oc-repl run --top-p`.")
-    max_tokens: int | None = Field(None, ge=1, description="As `oc-repl run --max-tokens`.")
-    observation_limit: int | None = Field(None, ge=0, description="As `oc-repl run --observation-limit`.")
-    wait: Literal["detect", "exact"] | None = Field(None, description="As `oc-repl run --wait` (terminus).")
-    relative_paths: Literal["workdir", "root"] | None = Field(None, description="As `oc-repl run --relative-paths`.")
-    loop_limit: int | None = Field(None, ge=0, description="As `oc-repl run --loop-limit` (0: no loop detection).")
-    workdir: str | None = Field(None, description="Where camel's commands run (/workspace, as trained).")
-    stream: bool | None = Field(None, description="Stream replies (as `oc-repl run --stream/--no-stream`).")
-    retries: int | None = Field(None, ge=0, description="Retries of a failed model request (3).")
-    idle_timeout: float | None = Field(None, gt=0, description="Seconds a stream may stay silent (120).")
-    request_timeout: float | None = Field(None, gt=0, description="Seconds for an unstreamed reply (600).")
+    return create_model(
+        "OcReplOptions",
+        __base__=AgentOptions,
+        __doc__="oc-repl's run settings, as `--ak key=value` (see `oc-repl run --help` for what each does).",
+        __module__=__name__,
+        **fields,
+    )
 
 
-RUN_KEYS = set(OcReplOptions.model_fields) - set(AgentOptions.model_fields) - {"api_key_env"}
+OcReplOptions = _options_model()
+RUN_KEYS = {option.name for option in options_on(HARBOR)}
 
 
-def run_settings(options: OcReplOptions, model: str | None) -> RunSettings:
+def run_settings(options: AgentOptions, model: str | None) -> RunSettings:
     """The settings of one run; a ValueError (Harbor's kind of option error) when they do not go together."""
-    values = {key: value for key, value in options.model_dump(include=RUN_KEYS).items() if value is not None}
-    values.update(api_key=os.environ.get(options.api_key_env) or "EMPTY")
-    if model and "model" not in values:
-        values["model"] = model
+    given = {key: getattr(options, key) for key in options.model_fields_set & RUN_KEYS}
+    if model and given.get("model") is None:
+        given["model"] = model
     try:
+        # Harbor put its `--ak` over its fallbacks; the key comes from the variable `api_key_env` names
+        values = resolve(given, {}, {KEY_ENV: os.environ.get(options.api_key_env, "")})
         # checked as any run's settings are; the sandbox is Harbor's environment, which no spec names
         return validate(values).replace(sandbox="harbor:environment")
     except OcReplError as exc:
