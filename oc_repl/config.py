@@ -19,14 +19,9 @@ from typing import Any
 
 from oc_repl.apikey import KEY_ENV, read_key_file
 from oc_repl.errors import UsageError
+from oc_repl.training import CAMEL_TRAINING_TURNS, SAMPLING_PRESETS
 
 DEFAULT_API_BASE = "http://127.0.0.1:30000/v1"  # sglang's default port
-
-# The checkpoint was sampled with these during RL; `--sampling training` brings them back in one flag.
-SAMPLING_PRESETS: dict[str, dict[str, float | int]] = {
-    "default": {"temperature": 0.7, "top_p": 0.8, "max_tokens": 4096},
-    "training": {"temperature": 1.0, "top_p": 1.0, "max_tokens": 8192},
-}
 
 # Where a setting is taken.
 FLAG = "flag"  # `oc-repl run`, the shell (and before a subcommand), `bench`
@@ -265,7 +260,6 @@ EXACT: dict[str, Any] = {
     "loop_limit": 0,
 }
 EXACT_FORBIDS: dict[str, Any] = {"temperature": None, "top_p": None, "max_tokens": None}
-CAMEL_TRAINING_TURNS = 10  # the episode length the checkpoint was trained with
 
 
 @dataclass(frozen=True)

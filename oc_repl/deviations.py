@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from oc_repl.config import CAMEL_TRAINING_TURNS, SAMPLING_PRESETS
+from oc_repl.training import CAMEL_TRAINING_TURNS, SAMPLING_PRESETS
 
 if TYPE_CHECKING:
     from oc_repl.config import RunSettings

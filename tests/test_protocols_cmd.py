@@ -286,8 +286,8 @@ def test_github_addresses_become_raw_file_addresses():
 
 def test_the_cli_and_the_sync_module_agree_on_the_sources():
     from oc_repl.cli.cmd_protocols import SAMPLING_NAMES, SYNC_SOURCES
-    from oc_repl.config import SAMPLING_PRESETS
     from oc_repl.protocols.sync import SOURCES
+    from oc_repl.training import SAMPLING_PRESETS
 
     assert SYNC_SOURCES == SOURCES and set(SAMPLING_NAMES) == set(SAMPLING_PRESETS)
 

@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 import click
 
 SYNC_SOURCES = ("terminus", "camel", "openclaw")  # oc_repl.protocols.sync.SOURCES, repeated to keep this import cheap
-SAMPLING_NAMES = ("default", "training")  # oc_repl.config.SAMPLING_PRESETS
+SAMPLING_NAMES = ("default", "training")  # oc_repl.training.SAMPLING_PRESETS
 DEFAULT_TASK = "List the files in the working directory."
 # What tmux shows of a fresh 160x40 pane: the prompt line (trailing spaces trimmed), then the empty rows.
 PLACEHOLDER_PROMPT = "root@sandbox:/app#"
@@ -207,7 +207,7 @@ def request_body(model: str | None, messages: list[dict], options: dict, samplin
 
 
 def _sampling(preset: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    from oc_repl.config import SAMPLING_PRESETS
+    from oc_repl.training import SAMPLING_PRESETS
 
     chosen = dict(SAMPLING_PRESETS[preset])
     chosen.update({key: value for key, value in overrides.items() if value is not None})
