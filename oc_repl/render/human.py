@@ -77,10 +77,10 @@ class HumanRenderer:
             self._waiting.start()
 
     def on_thread_started(self, e: Any) -> None:
-        where = f" · cwd {e.workdir}" if getattr(e, "workdir", "") else ""
+        where = f" · cwd {e.workdir}" if e.workdir else ""
         header = f"oc-repl · {e.model} · {e.protocol} · {e.sandbox}{where}"
         self.console.print(Text(sanitize(header), style="bold"), soft_wrap=True)
-        held = isolation_line(getattr(e, "isolation", None))
+        held = isolation_line(e.isolation)
         if held:
             unconfined = e.isolation.confinement == "none"
             self.console.print(Text(sanitize(held), style="bold red" if unconfined else "dim"), soft_wrap=True)
