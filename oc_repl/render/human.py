@@ -78,7 +78,8 @@ class HumanRenderer:
 
     def on_thread_started(self, e: Any) -> None:
         where = f" · cwd {e.workdir}" if e.workdir else ""
-        header = f"oc-repl · {e.model} · {e.protocol} · {e.sandbox}{where}"
+        # a thread that ended before it could say everything (no model asked yet) leaves out what it does not know
+        header = " · ".join(part for part in ("oc-repl", e.model, e.protocol, e.sandbox) if part) + where
         self.console.print(Text(sanitize(header), style="bold"), soft_wrap=True)
         held = isolation_line(e.isolation)
         if held:
