@@ -8,13 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oc_repl import events as ev
-from oc_repl.errors import Deadline, LoopDetected, OcReplError
+from oc_repl.errors import Deadline, LoopDetected, OcReplError, TurnCapReached, status_of
 from oc_repl.outcome import Status
 from oc_repl.types import AgentProtocol, Approve, Emit, Reply, Sandbox, Task, allow_all
-
-
-class TurnCapReached(Exception):
-    pass
 
 
 @dataclass
@@ -22,7 +18,26 @@ class Outcome:
     status: Status = Status.INTERNAL_ERROR
     final_answer: str = ""
     turns: int = 0
-    error: OcReplError | None = None
+
+
+def error_event(exc: BaseException) -> ev.Error | None:
+    """The `error` event a run stopped by `exc` records: oc-repl's own errors as they are, a bug with its
+    traceback; none for a stop that is no error (the turn cap, the agent's time, an interruption)."""
+    if isinstance(exc, OcReplError):
+        return ev.Error(kind=exc.kind, message=exc.message, hint=exc.hint)
+    if isinstance(exc, Exception) and not isinstance(exc, TurnCapReached):
+        return ev.Error(kind="internal", message=f"internal error: {exc!r}", hint=traceback.format_exc())
+    return None
+
+
+def _why_the_turn_failed(exc: BaseException) -> str:
+    if isinstance(exc, OcReplError):
+        return exc.message
+    if isinstance(exc, Deadline):
+        return "the agent's time ran out"
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    return f"internal error: {exc!r}"
 
 
 @dataclass
@@ -42,23 +57,13 @@ class Agent:
         try:
             (self.protocol.continue_with if follow_up else self.protocol.start)(task, self.sandbox)
             self._loop(outcome)
-        except TurnCapReached:
-            outcome.status = Status.TURN_CAP
-        except OcReplError as exc:
-            outcome.status, outcome.error = exc.status, exc
-        except Deadline:
-            outcome.status = Status.AGENT_TIMEOUT
-            self._turn_failed("the agent's time ran out")
-        except KeyboardInterrupt:
-            outcome.status = Status.INTERRUPTED
-            self._turn_failed("interrupted")
-        except Exception as exc:  # a bug: the turns so far and the traceback still reach the transcript
-            outcome.status = Status.INTERNAL_ERROR
-            self.emit(ev.Error(kind="internal", message=f"internal error: {exc!r}", hint=traceback.format_exc()))
-            self._turn_failed(f"internal error: {exc!r}")
-        if outcome.error is not None:
-            self.emit(ev.Error(kind=outcome.error.kind, message=outcome.error.message, hint=outcome.error.hint))
-            self._turn_failed(outcome.error.message)
+        except (Exception, KeyboardInterrupt) as exc:  # a bug too: the turns so far and its traceback are recorded
+            outcome.status = status_of(exc)
+            error = error_event(exc)
+            if error is not None:
+                self.emit(error)
+            if not isinstance(exc, TurnCapReached):
+                self._turn_failed(_why_the_turn_failed(exc))
         return outcome
 
     def _loop(self, outcome: Outcome) -> None:

@@ -1,4 +1,5 @@
-"""The Python API: what `oc-repl run`, `oc-repl bench` and the shell are built on, kept thin over `Session`.
+"""The Python API: what `oc-repl run`, `oc-repl bench` and the shell are built on, kept thin over the runner
+(oc_repl/session.py), which executes a run's plan (oc_repl/plan.py).
 
     from oc_repl import Settings, load_task, run_task, iter_events
 
@@ -32,19 +33,14 @@ from oc_repl.apikey import KEY_ENV
 from oc_repl.config import RunSettings, validate
 from oc_repl.errors import OcReplError, UsageError
 from oc_repl.events import parse_event
-from oc_repl.outcome import Status
-from oc_repl.session import Fanout, Session, TaskResult
+from oc_repl.plan import check_attempts
+from oc_repl.session import Fanout, TaskResult, run_attempts
 from oc_repl.sources import explicit, to_data
 from oc_repl.tasks.model import TaskDir, load_task
+from oc_repl.types import Consent, refuse
 
 Settings = RunSettings
 __all__ = ["RunProcess", "Settings", "TaskDir", "TaskResult", "iter_events", "load_task", "run_attempts", "run_task"]
-
-# An attempt that ended this way says nothing about the model (repeating it would end the same way), or, tampered,
-# too much: a cheat is not retried until it passes.
-STOPS_ATTEMPTS = frozenset(
-    {Status.USAGE, Status.BUILD_ERROR, Status.INTERRUPTED, Status.INTERNAL_ERROR, Status.TAMPERED}
-)
 
 
 def _with_task(settings: RunSettings | None, task: TaskDir | Path | str | None) -> RunSettings:
@@ -55,42 +51,6 @@ def _with_task(settings: RunSettings | None, task: TaskDir | Path | str | None) 
     return validate(values)
 
 
-def check_attempts(settings: RunSettings, attempts: int) -> None:
-    """Repeating needs a verdict to repeat for and a sandbox that starts afresh each time."""
-    if attempts < 1:
-        raise UsageError(f"attempts must be at least 1, not {attempts}")
-    if attempts == 1:
-        return
-    if settings.task is None and not (settings.verify or settings.verify_file):
-        raise UsageError("--attempts repeats a run until it is verified: give --task, --verify or --verify-file")
-    if settings.task is None and not settings.sandbox.startswith("docker-image:"):
-        raise UsageError(
-            f"--attempts needs a sandbox that starts afresh for every attempt, which {settings.sandbox} does not",
-            hint="use --task DIR or --sandbox docker-image:IMAGE (a new container per attempt)",
-        )
-
-
-def run_attempts(
-    settings: RunSettings, instruction: str, emit: Callable[[Any], None], attempts: int = 1, transcript_path: str = ""
-) -> TaskResult:
-    """Attempts in fresh sandboxes until one is verified; each is a thread of its own in the event stream, and the
-    last `thread.completed` names the attempt that decided. A task's image is built once, for the first attempt."""
-    from oc_repl.tasks.image import image_tag
-
-    check_attempts(settings, attempts)
-    result = TaskResult(Status.INTERNAL_ERROR)
-    for attempt in range(1, attempts + 1):
-        session = Session(settings, emit)
-        session.transcript_path = transcript_path
-        session.attempt, session.attempts = attempt, attempts
-        result = session.run(instruction, close_after=True)
-        if result.status is Status.VERIFIED or result.status in STOPS_ATTEMPTS or session.terminated:
-            break
-        if settings.task is not None and settings.image is None:
-            settings = settings.replace(image=image_tag(load_task(settings.task)))
-    return result
-
-
 def run_task(
     instruction: str = "",
     *,
@@ -99,15 +59,20 @@ def run_task(
     attempts: int = 1,
     on_event: Callable[[Any], None] | None = None,
     transcript: Path | None = None,
+    consent: Consent = refuse,
 ) -> TaskResult:
-    """One run in this process: an instruction (in `settings.sandbox`) or a task directory; typed result."""
+    """One run in this process: an instruction (in `settings.sandbox`) or a task directory; typed result. A `local:`
+    sandbox runs model-chosen commands on this host only with `yes=True` or a yes from `consent` (given the question):
+    the library never asks at a terminal."""
     from oc_repl.transcript import TranscriptWriter
 
     settings = _with_task(settings, task)
     writer = TranscriptWriter(transcript, secrets=(settings.api_key,)) if transcript else None
     sinks = [sink for sink in (writer, on_event) if sink is not None]
     try:
-        return run_attempts(settings, instruction, Fanout(*sinks), attempts, str(transcript or ""))
+        return run_attempts(
+            settings, instruction, Fanout(*sinks), attempts=attempts, consent=consent, transcript=str(transcript or "")
+        )
     finally:
         if writer is not None:
             writer.close()

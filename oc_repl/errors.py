@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from oc_repl.outcome import Status, exit_code
+from oc_repl.outcome import Status
 
 
 class OcReplError(Exception):
@@ -18,7 +18,7 @@ class OcReplError(Exception):
 
     @property
     def exit_code(self) -> int:
-        return exit_code(self.status)
+        return self.status.exit_code
 
 
 class UsageError(OcReplError):
@@ -66,6 +66,12 @@ class BuildError(SandboxError):
     kind = "build"
 
 
+class TurnCapReached(Exception):
+    """The loop used its last turn: no error, an outcome of its own."""
+
+    status = Status.TURN_CAP
+
+
 class StopRun(OcReplError):
     """The loop stops early on purpose (loop detected, too many parse errors)."""
 
@@ -91,3 +97,15 @@ class Deadline(KeyboardInterrupt):
 
     A KeyboardInterrupt on purpose: every place that stops a running command on Ctrl-C must stop it here too.
     """
+
+
+def status_of(exc: BaseException) -> Status:
+    """How a run ends when `exc` stops it: the one place an exception becomes an outcome (the loop's and the
+    runner's alike). Deadline before KeyboardInterrupt: it is one."""
+    if isinstance(exc, OcReplError | TurnCapReached):
+        return exc.status
+    if isinstance(exc, Deadline):
+        return Status.AGENT_TIMEOUT
+    if isinstance(exc, KeyboardInterrupt):
+        return Status.INTERRUPTED
+    return Status.INTERNAL_ERROR

@@ -1,8 +1,9 @@
-"""One outcome model: how a run ended (`Status`), mapped once to its exit code.
+"""One outcome model: how a run ended (`Status`), and everything that follows from it, in one place.
 
-Exceptions that end a run carry their Status (oc_repl.errors); `thread.completed` records the Status value; `bench`
-derives its failure modes from it. The verifier, not the model, decides success: `final()` folds its verdict in, and
-the tamper evidence over it.
+Exceptions that end a run carry their Status (oc_repl.errors, where `status_of` reads it); `thread.completed` records
+the Status value; each Status knows its exit code, whether a verifier judges a run that ended so, whether it ends a
+series of attempts, whether a harness (Harbor) grades it, and its name in bench's vocabulary. The verifier, not the
+model, decides success: `final()` folds its verdict in, and the tamper evidence over it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,48 @@ class Status(str, Enum):
     def __str__(self) -> str:
         return self.value
 
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self]
+
+    @classmethod
+    def of_exit(cls, code: int | None) -> Status:
+        """The outcome a run's exit alone tells, when nothing else does (it was killed, or crashed before its first
+        event): a signal (or 130) is an interruption, 2 a usage error, anything else a crash. A verdict is never
+        read from an exit code."""
+        if code is None or code < 0 or code == EXIT_CODES[cls.INTERRUPTED]:
+            return cls.INTERRUPTED
+        return cls.USAGE if code == EXIT_CODES[cls.USAGE] else cls.INTERNAL_ERROR
+
+    @property
+    def verifiable(self) -> bool:
+        """The loop ended in a state worth checking: the verifier runs and its verdict decides."""
+        return self in _VERIFIABLE
+
+    @property
+    def ends_attempts(self) -> bool:
+        """No further attempt follows one that ended so: it is verified; or it says nothing about the model (a
+        repeat would end the same way); or, tampered, too much: a cheat is not retried until it passes."""
+        return self in _ENDS_ATTEMPTS
+
+    @property
+    def graded_by_harness(self) -> bool:
+        """A run under a harness's verifier (Harbor's) that ended so may have solved the task: the harness grades it
+        (a tampered one too, with the evidence beside it). Any other end is a failure outside the model."""
+        return self in _GRADED
+
+    def failure_mode(self, verify_timed_out: bool = False) -> str:
+        """How a trial ended, in bench's one vocabulary (terminal-bench's names where it has one). A tampered run is
+        that whatever its tests did; a verifier killed at its timeout is otherwise the tests' failure
+        (test_timeout); else the outcome names it. An interrupted trial is unfinished: it has none."""
+        if self in (Status.VERIFIED, Status.TAMPERED):
+            return _FAILURE_MODES[self]
+        if verify_timed_out:
+            return "test_timeout"
+        if self is Status.INTERRUPTED:
+            raise ValueError("an interrupted trial is unfinished: it has no failure mode")
+        return _FAILURE_MODES[self]
+
 
 EXIT_CODES: dict[Status, int] = {
     Status.VERIFIED: 0,
@@ -49,12 +92,45 @@ EXIT_CODES: dict[Status, int] = {
     Status.INTERNAL_ERROR: 70,  # EX_SOFTWARE: never confused with a verdict
 }
 
-# The loop ended in a state worth checking: the verifier runs and its verdict decides.
-VERIFIABLE = frozenset({Status.DONE, Status.TURN_CAP, Status.LOOP, Status.PARSE_ERRORS, Status.AGENT_TIMEOUT})
+_VERIFIABLE = frozenset({Status.DONE, Status.TURN_CAP, Status.LOOP, Status.PARSE_ERRORS, Status.AGENT_TIMEOUT})
+_ENDS_ATTEMPTS = frozenset(
+    {Status.VERIFIED, Status.USAGE, Status.BUILD_ERROR, Status.INTERRUPTED, Status.INTERNAL_ERROR, Status.TAMPERED}
+)
+_GRADED = _VERIFIABLE | {Status.CONTEXT_LENGTH, Status.TAMPERED}
 
-
-def exit_code(status: Status) -> int:
-    return EXIT_CODES[status]
+# bench's names; one per way a trial can end (test_timeout comes from the verifier, not from a Status)
+FAILURE_MODES = (
+    "resolved",
+    "unresolved",
+    "tampered",
+    "agent_timeout",
+    "test_timeout",
+    "parse_error",
+    "turn_cap",
+    "loop",
+    "context_length_exceeded",
+    "server_error",
+    "sandbox_error",
+    "build_error",
+    "usage_error",
+    "internal_error",
+)
+_FAILURE_MODES = {
+    Status.VERIFIED: "resolved",
+    Status.VERIFY_FAILED: "unresolved",
+    Status.TAMPERED: "tampered",
+    Status.DONE: "unresolved",
+    Status.AGENT_TIMEOUT: "agent_timeout",
+    Status.PARSE_ERRORS: "parse_error",
+    Status.TURN_CAP: "turn_cap",
+    Status.LOOP: "loop",
+    Status.CONTEXT_LENGTH: "context_length_exceeded",
+    Status.SERVER_ERROR: "server_error",
+    Status.SANDBOX_ERROR: "sandbox_error",
+    Status.BUILD_ERROR: "build_error",
+    Status.USAGE: "usage_error",
+    Status.INTERNAL_ERROR: "internal_error",
+}
 
 
 def final(status: Status, passed: bool | None, tampered: bool = False) -> Status:

@@ -1,7 +1,9 @@
 """The shapes that cross the three seams: client -> protocol -> sandbox.
 
 Kept thin on purpose: a protocol knows nothing about the server, a sandbox nothing about protocols,
-and the loop (agent.py) nothing about either by name.
+and the loop (agent.py) nothing about either by name. Every capability a seam may offer is a member of its Protocol,
+with the default of an implementation that lacks it: drivers and protocols inherit `Sandbox` and `AgentProtocol`,
+so nothing is probed for.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from oc_repl.events import Isolation
 from oc_repl.record import Record, record
 
 Message = dict[str, Any]  # an OpenAI chat message exactly as it goes on the wire
@@ -85,7 +88,6 @@ class Step(Record):
 
     done: bool = False  # the episode ends here (the protocol's own rule)
     final_answer: str = ""
-    parse_error: bool = False
     fingerprint: str = ""  # actions + observations of this turn; equal fingerprints feed loop detection
 
 
@@ -124,13 +126,13 @@ class Process(Protocol):
 
 
 class Sandbox(Protocol):
-    """Where commands run. A driver that starts something in the background may also offer `ready()`, which waits
-    for it (and raises what the start met); the session calls it before the model acts, after other work. One that can
-    list what `stop_processes` would stop without stopping it offers `running_processes(keep)` too (the shell's
-    verifier, mid-conversation, reports the processes it must leave running)."""
+    """Where commands run. Drivers inherit it: a member with a body is what a driver without that capability does."""
 
     spec: str
     workdir: str
+    # The image's working directory, where a task's verifier (terminal-bench's, Harbor's) runs; "" when the sandbox
+    # is no image's container.
+    image_workdir: str = ""
 
     def exec(self, command: str, timeout: float, cwd: str | None = None, user: str | None = None) -> ExecResult: ...
     def spawn(
@@ -139,10 +141,29 @@ class Sandbox(Protocol):
     def write_file(self, path: str, data: bytes) -> None: ...
     def read_file(self, path: str) -> bytes: ...
     def put(self, src: Path, dest: str) -> None: ...
+
+    def ready(self) -> None:
+        """Waits for what the driver started in the background (and raises what the start met); the runner calls it
+        before the model acts, after other work."""
+
+    def isolation(self) -> Isolation:
+        """What holds the sandbox's commands in, as in force now (empty: not known)."""
+        return Isolation()
+
     # Stop every process the sandbox's commands started (those of `keep`, the protocol's own terminal, and the ones
     # they run under, included) and report the others: the verifier then runs on a quiet sandbox, and what the agent
     # left running is evidence.
     def stop_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]: ...
+
+    def running_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
+        """What `stop_processes` would stop, left running (the shell's verifier, mid-conversation, reports them);
+        none where the sandbox cannot list them without stopping them."""
+        return []
+
+    def kept(self) -> str:
+        """The name of a container left in place on purpose (--keep) once closed; "" for none."""
+        return ""
+
     def close(self) -> None: ...
 
 
@@ -157,8 +178,21 @@ def allow_all(action: str) -> str:
     return action
 
 
+# Consent to run model-chosen commands on this host, asked with the question to put to the person: True for a yes.
+# A hook like `emit` and `approve`: the library never reads a terminal; the command line passes one that does.
+Consent = Callable[[str], bool]
+
+
+def refuse(question: str) -> bool:
+    return False
+
+
 class AgentProtocol(Protocol):
+    """What turns replies into actions and results into messages. Protocols inherit it: a member with a body is what
+    a protocol without that capability does."""
+
     name: str
+    needs_sandbox: bool = True  # plain chat (raw) runs nothing: it needs no sandbox and no consent
 
     # The sandbox is at hand from the start: some protocols show the model the terminal before it acts.
     def start(self, task: Task, sandbox: Sandbox | None = None) -> None: ...
@@ -167,8 +201,16 @@ class AgentProtocol(Protocol):
     def step(self, reply: Reply, sandbox: Sandbox, emit: Emit, approve: Approve = allow_all) -> Step: ...
     def assets(self) -> list[Asset]: ...
     def working_directory(self, sandbox: Sandbox) -> str: ...  # where the model's commands start
-    # The processes the protocol itself started in the sandbox (terminus's terminal shell; its tmux server runs it):
-    # stopped before a verifier like the rest, but no evidence of what the model did. Empty for protocols that start
-    # none; camel's sessions are the model's own commands.
-    def own_processes(self) -> frozenset[int]: ...
+
+    def first_message(self, task: Task, terminal_state: str) -> Message | None:
+        """The first message, for a protocol whose first message shows the model the terminal's screen
+        (`terminal_state`); None for one whose messages do not depend on the sandbox."""
+        return None
+
+    def own_processes(self) -> frozenset[int]:
+        """The processes the protocol itself started in the sandbox (terminus's terminal shell; its tmux server runs
+        it): stopped before a verifier like the rest, but no evidence of what the model did. Empty for protocols that
+        start none; camel's sessions are the model's own commands."""
+        return frozenset()
+
     def close(self) -> None: ...  # ends whatever the protocol left running in the sandbox

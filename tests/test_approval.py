@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from oc_repl.config import validate
+from oc_repl.plan import plan
 from oc_repl.session import Session
 from tests.fakeserver import call_text
 
@@ -23,7 +24,7 @@ def session_for(
         asked.append(action)
         return answers.pop(0) if answers else None
 
-    return Session(settings, (events.append if events is not None else lambda event: None), ask)
+    return Session(plan(settings), (events.append if events is not None else lambda event: None), approve=ask)
 
 
 def completed_items(events: list) -> list:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from oc_repl.bench.results import FAILURE_MODES, TrialResult, failure_mode, read_result, trial_dir, write_result
+from oc_repl.bench.results import TrialResult, read_result, trial_dir, write_result
 from oc_repl.bench.stats import bootstrap_ci, pass_at_k, summarize
-from oc_repl.outcome import Status
+from oc_repl.outcome import FAILURE_MODES, Status
 from tests.conftest import ROOT, cli_env, run_cli
 
 
@@ -68,14 +68,14 @@ def test_13_3_pass_at_k_refuses_k_beyond_the_trials():
     ],
 )
 def test_13_3_failure_modes_come_from_the_outcome(status, timed_out, mode):
-    assert failure_mode(status, timed_out) == mode
+    assert status.failure_mode(timed_out) == mode
 
 
 def test_13_3_every_outcome_but_an_interruption_has_a_failure_mode():
-    modes = {failure_mode(s) for s in Status if s is not Status.INTERRUPTED}
+    modes = {s.failure_mode() for s in Status if s is not Status.INTERRUPTED}
     assert modes <= set(FAILURE_MODES)
     with pytest.raises(ValueError):
-        failure_mode(Status.INTERRUPTED)
+        Status.INTERRUPTED.failure_mode()
 
 
 def result(task: str, protocol: str, attempt: int, resolved: bool, **more) -> TrialResult:

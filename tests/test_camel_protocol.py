@@ -87,6 +87,11 @@ class Recorder(list):
         self.append(event)
 
 
+def parse_errors(events: list) -> list[ParseError]:
+    """The replies the protocol could not read, as it told the loop's listeners."""
+    return [e.item for e in events if isinstance(e, ItemCompleted) and isinstance(e.item, ParseError)]
+
+
 def started(protocol: CamelProtocol) -> CamelProtocol:
     protocol.start(Task(name="demo", instruction="Say hi."))
     return protocol
@@ -171,8 +176,9 @@ def test_request_options_and_done(sandbox: LocalSandbox):
         "shell_write_to_process",
         "shell_write_content_to_file",
     ]
-    step = protocol.step(Reply(content="All done."), sandbox, Recorder())
-    assert step.done and step.final_answer == "All done." and not step.parse_error
+    events = Recorder()
+    step = protocol.step(Reply(content="All done."), sandbox, events)
+    assert step.done and step.final_answer == "All done." and not parse_errors(events)
     protocol.continue_with(Task(name="more", instruction="And again."))
     assert protocol.request().messages[-2:] == [
         {"role": "assistant", "content": "All done."},
@@ -185,7 +191,7 @@ def test_parse_errors_are_fed_back_and_the_third_stops(sandbox: LocalSandbox):
     events = Recorder()
     body = '{"name": "shell_exec", "arguments": {"id": }}'
     step = protocol.step(Reply(malformed_calls=[f"<tool_call>\n{body}\n</tool_call>"]), sandbox, events)
-    assert step.parse_error and not step.done
+    assert parse_errors(events) and not step.done
     feedback = protocol.request().messages[-1]["content"]
     error = "Expecting value: line 1 column 44 (char 43)"
     assert feedback == f"<tool_response>\n{A.render('parse_error', error=error, content=body)}\n</tool_response>"
@@ -194,7 +200,8 @@ def test_parse_errors_are_fed_back_and_the_third_stops(sandbox: LocalSandbox):
     truncated = Reply(
         truncated=True, cut_off=True, tool_calls=[call("shell_exec", "c", id="s", command=f"touch {marker}")]
     )
-    assert protocol.step(truncated, sandbox, Recorder()).parse_error
+    cut = Recorder()
+    assert not protocol.step(truncated, sandbox, cut).done and parse_errors(cut)
     assert not marker.exists()  # nothing of a cut reply runs
     assert protocol.request().messages[-1]["content"].endswith(f"{N.render('cut_off')}\n</tool_response>")
     with pytest.raises(ParseErrorLimit):

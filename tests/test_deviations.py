@@ -111,25 +111,29 @@ def camel_step(tmp_path: Path, deviations: Deviations, text: str, finish: str) -
     return hostile.camel_step(tmp_path, deviations, {"role": "assistant", "content": text}, finish)
 
 
+def parse_errors(seen: list) -> list:
+    return [e.item for e in seen if isinstance(e.item, ParseError)]
+
+
 def test_a_cut_camel_reply_gets_the_notice_only_while_its_deviation_is_on(tmp_path):
-    _, noticed, _ = camel_step(tmp_path, DEFAULTS, CUT, "length")
-    assert noticed.parse_error
-    protocol, ran, _ = camel_step(tmp_path, dataclasses.replace(DEFAULTS, cut_reply_noticed=False), CUT, "length")
-    assert not ran.parse_error and "ran-it" in protocol.request().messages[-1]["content"]  # training ran the call
+    _, _, noticed = camel_step(tmp_path, DEFAULTS, CUT, "length")
+    assert parse_errors(noticed)
+    protocol, _, ran = camel_step(tmp_path, dataclasses.replace(DEFAULTS, cut_reply_noticed=False), CUT, "length")
+    assert not parse_errors(ran) and "ran-it" in protocol.request().messages[-1]["content"]  # training ran the call
 
 
 def test_unreadable_camel_blocks_are_named_only_while_their_deviation_is_on(tmp_path):
     def harness_calls(protocol: CamelProtocol) -> list[str]:
         return [c["function"]["name"] for m in protocol.request().messages for c in m.get("tool_calls", [])]
 
-    protocol, step, seen = camel_step(tmp_path, DEFAULTS, UNREADABLE, "stop")
-    assert step.parse_error and [e for e in seen if isinstance(e.item, ParseError)]
+    protocol, _, seen = camel_step(tmp_path, DEFAULTS, UNREADABLE, "stop")
+    assert parse_errors(seen)
     assert harness_calls(protocol) == []  # named in a result of its own, no call stands for it
     off = dataclasses.replace(DEFAULTS, unreadable_calls_named=False)
-    protocol, step, _ = camel_step(tmp_path, off, UNREADABLE, "stop")
-    assert step.parse_error and harness_calls(protocol) == ["json_parse_error"]  # the training harness's answer
-    _, cut, _ = camel_step(tmp_path, off, CUT, "length")  # the other row still holds for a cut reply
-    assert cut.parse_error
+    protocol, _, seen = camel_step(tmp_path, off, UNREADABLE, "stop")
+    assert parse_errors(seen) and harness_calls(protocol) == ["json_parse_error"]  # the training harness's answer
+    _, _, cut = camel_step(tmp_path, off, CUT, "length")  # the other row still holds for a cut reply
+    assert parse_errors(cut)
 
 
 # --- the record ----------------------------------------------------------------------------------------------------

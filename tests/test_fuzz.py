@@ -8,6 +8,7 @@ local sandbox. OC_REPL_FUZZ_EXAMPLES sets the examples per protocol (CI: 600, so
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from oc_repl.config import validate
 from oc_repl.events import parse_event
 from oc_repl.outcome import EXIT_CODES
+from oc_repl.plan import Given, plan
 from oc_repl.sandbox.local import LocalSandbox
 from oc_repl.session import Fanout, Session
 from oc_repl.transcript import TranscriptWriter
@@ -182,8 +184,8 @@ def run_once(server: FakeServer, box: LocalSandbox, folder: Path, protocol: str,
     path = folder / "t.jsonl"
     path.unlink(missing_ok=True)
     transcript = TranscriptWriter(path)
-    session = Session(settings_, Fanout(transcript))
-    session.sandbox = box  # one confined sandbox for every example: starting one costs more than most examples
+    # one confined sandbox for every example: starting one costs more than most examples
+    session = Session(dataclasses.replace(plan(settings_), sandboxes=Given(box)), Fanout(transcript))
     try:
         result = session.run("do the thing")
     finally:

@@ -17,6 +17,7 @@ import pytest
 from oc_repl.config import validate
 from oc_repl.errors import UsageError
 from oc_repl.events import parse_event
+from oc_repl.plan import plan
 from oc_repl.session import Session
 from tests.conftest import cli_env, default_sigint, run_cli
 from tests.fakeserver import call_text
@@ -167,7 +168,7 @@ def test_10_9_an_internal_error_keeps_the_turns_that_ran(serve, tmp_path, monkey
     server = serve({"replies": [exec_call("echo one"), exec_call("echo two")]})
     settings = validate({"api_base": server.url, "sandbox": f"local:{tmp_path / 'w'}", "yes": True, "retries": 0})
     events: list = []
-    result = Session(settings, events.append).run("go", close_after=True)
+    result = Session(plan(settings, "go"), events.append).run(close_after=True)
     assert (result.status, result.exit_code, result.turns) == ("internal_error", 70, 2)
     assert events[-1].type == "thread.completed" and events[-1].turns == 2
     assert any(e.type == "error" and "RuntimeError" in e.message for e in events)
@@ -202,7 +203,7 @@ def test_10_11_a_second_interrupt_during_cleanup_does_not_cut_it_short(serve, tm
     server = serve({"replies": [exec_call("sleep 30")]})
     settings = validate({"api_base": server.url, "sandbox": f"local:{tmp_path / 'w'}", "yes": True, "retries": 0})
     events: list = []
-    session = Session(settings, events.append)
+    session = Session(plan(settings, "go"), events.append)
     closed = []
     original = session.close
 
@@ -214,7 +215,7 @@ def test_10_11_a_second_interrupt_during_cleanup_does_not_cut_it_short(serve, tm
 
     monkeypatch.setattr(session, "close", slow_close)
     threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
-    result = session.run("go", close_after=True)
+    result = session.run(close_after=True)
     assert closed == [""] and result.status == "interrupted"
     assert events[-1].type == "thread.completed" and events[-1].exit_code == 130
 

@@ -276,6 +276,7 @@ def test_the_terminus_terminal_is_stopped_but_not_evidence(serve, tmp_path):
 def test_a_verdict_mid_conversation_lists_what_runs_and_leaves_the_terminal_alive(serve, tmp_path):
     # what the shell does after each message: the conversation goes on, so nothing may be stopped
     from oc_repl.api import Settings
+    from oc_repl.plan import plan
     from oc_repl.session import Session
     from tests.docker_support import IMAGE
     from tests.test_terminus_cli import js
@@ -287,7 +288,7 @@ def test_a_verdict_mid_conversation_lists_what_runs_and_leaves_the_terminal_aliv
         api_base=server.url, sandbox=f"docker-image:{IMAGE}", protocol="terminus-json", verify="true", retries=0
     )
     seen: list[Any] = []
-    session = Session(settings, seen.append)
+    session = Session(plan(settings), seen.append)
     try:
         assert session.run("start a sleeper").status.value == "verified"
         verify = next(e for e in seen if e.type == "verify.completed")

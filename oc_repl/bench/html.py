@@ -12,8 +12,9 @@ from typing import Any
 from urllib.parse import quote
 
 from oc_repl.bench.report import comparison_lines, load_summary, pass_columns
-from oc_repl.bench.results import FAILURE_MODES, TrialResult, inside, transcript_of
+from oc_repl.bench.results import TrialResult, inside, transcript_of
 from oc_repl.bench.stats import Summary
+from oc_repl.outcome import FAILURE_MODES
 from oc_repl.private import make_dirs, write_atomic
 from oc_repl.render.sanitize import sanitize
 

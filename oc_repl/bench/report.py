@@ -10,10 +10,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from oc_repl.bench.results import FAILURE_MODES, load_results
+from oc_repl.bench.results import load_results
 from oc_repl.bench.runner import read_plan
 from oc_repl.bench.stats import Summary, summarize
 from oc_repl.errors import UsageError
+from oc_repl.outcome import FAILURE_MODES
 from oc_repl.render.human import UNWRAPPED
 from oc_repl.render.sanitize import sanitize
 from oc_repl.safejson import BadInput

@@ -11,61 +11,13 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from oc_repl.outcome import Status
+from oc_repl.outcome import FAILURE_MODES, Status
 from oc_repl.private import write_atomic
 from oc_repl.redact import Redactor, redactor
 from oc_repl.safejson import BadInput, lines, load_file
 
 SCHEMA = "oc-repl-bench/1"
 TRANSCRIPT, RESULT, STDERR = "transcript.jsonl", "result.json", "stderr.txt"
-
-# terminal-bench's names where it has one; one per way a trial can end.
-FAILURE_MODES = (
-    "resolved",
-    "unresolved",
-    "tampered",
-    "agent_timeout",
-    "test_timeout",
-    "parse_error",
-    "turn_cap",
-    "loop",
-    "context_length_exceeded",
-    "server_error",
-    "sandbox_error",
-    "build_error",
-    "usage_error",
-    "internal_error",
-)
-_BY_STATUS = {
-    Status.VERIFIED: "resolved",
-    Status.VERIFY_FAILED: "unresolved",
-    Status.TAMPERED: "tampered",
-    Status.DONE: "unresolved",
-    Status.AGENT_TIMEOUT: "agent_timeout",
-    Status.PARSE_ERRORS: "parse_error",
-    Status.TURN_CAP: "turn_cap",
-    Status.LOOP: "loop",
-    Status.CONTEXT_LENGTH: "context_length_exceeded",
-    Status.SERVER_ERROR: "server_error",
-    Status.SANDBOX_ERROR: "sandbox_error",
-    Status.BUILD_ERROR: "build_error",
-    Status.USAGE: "usage_error",
-    Status.INTERNAL_ERROR: "internal_error",
-}
-
-
-def failure_mode(status: Status, verify_timed_out: bool = False) -> str:
-    """How a trial ended, in the one vocabulary the report counts. A tampered run is that whatever its tests did; a
-    verifier killed at its timeout is otherwise the tests' failure (test_timeout); else the run's outcome names it."""
-    if status is Status.VERIFIED:
-        return "resolved"
-    if status is Status.TAMPERED:
-        return "tampered"
-    if verify_timed_out:
-        return "test_timeout"
-    if status is Status.INTERRUPTED:
-        raise ValueError("an interrupted trial is unfinished: it has no failure mode")
-    return _BY_STATUS[status]
 
 
 @dataclass
@@ -160,13 +112,6 @@ def transcript_of(out: Path, result: TrialResult) -> Path | None:
     return path if path.is_file() and inside(path, out) else None
 
 
-def _exit_status(exit_code: int | None) -> Status:
-    """The outcome of a run that ended without saying so (killed, crashed before its first event)."""
-    if exit_code is None or exit_code < 0 or exit_code == 130:
-        return Status.INTERRUPTED  # a signal: the trial did not end on its own
-    return Status.USAGE if exit_code == 2 else Status.INTERNAL_ERROR
-
-
 def _events(transcript: Path) -> list[dict[str, Any]]:
     """The transcript's events as plain JSON (a line cut by a crash is skipped). Not the typed reader on purpose:
     a signal that arrives while pydantic validates could surface as a bad line and be swallowed with it."""
@@ -197,14 +142,14 @@ def from_transcript(
     usages = [e.get("usage") or {} for e in by_type.get("turn.completed", [])]
     items = [e.get("item") or {} for e in by_type.get("item.completed", [])]
     errors = [e for e in by_type.get("error", []) if not e.get("retrying") and e.get("kind") != "display"]
-    status = Status(completed["status"]) if completed else _exit_status(exit_code)
+    status = Status(completed["status"]) if completed else Status.of_exit(exit_code)
     timed_out = bool(verify and verify.get("timed_out"))
     return TrialResult(
         task=task,
         protocol=protocol,
         attempt=attempt,
         outcome=status.value,
-        failure_mode="" if status is Status.INTERRUPTED else failure_mode(status, timed_out),
+        failure_mode="" if status is Status.INTERRUPTED else status.failure_mode(timed_out),
         resolved=status is Status.VERIFIED,
         exit_code=exit_code,
         task_format=task_format,

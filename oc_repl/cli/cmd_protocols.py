@@ -174,9 +174,9 @@ def first_request(name: str, task: Any, system: str | None) -> tuple[list[dict],
 
     protocol = registry.create(name, system=system)
     try:
-        first_message = getattr(protocol, "first_message", None)
+        first_message = protocol.first_message(task, PLACEHOLDER_SCREEN)
         if first_message is not None:  # the message embeds the terminal screen: a stand-in takes its place
-            messages = [first_message(task, PLACEHOLDER_SCREEN)]
+            messages = [first_message]
         else:
             protocol.start(task, None)
             messages = protocol.request().messages
@@ -270,7 +270,7 @@ def show(
     """Print the exact first request protocol NAME would send, without contacting a server."""
     from oc_repl import protocols as registry
     from oc_repl.errors import OcReplError
-    from oc_repl.session import task_name_for
+    from oc_repl.plan import task_name_for
     from oc_repl.types import Task
 
     task = Task(name=task_name or task_name_for(instruction), instruction=instruction)

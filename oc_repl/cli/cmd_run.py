@@ -34,8 +34,24 @@ def renderer_for(settings: RunSettings) -> Callable[[Any], None]:
     return HumanRenderer()
 
 
+def ask_consent(question: str) -> bool:
+    """The consent hook of the command line: a yes/no on stderr when stdin is a terminal, else a no. Ctrl-D (end of
+    input) is a no; Ctrl-C interrupts as everywhere."""
+    if not sys.stdin.isatty():
+        return False
+    sys.stderr.write(f"{question} [y/N]: ")
+    sys.stderr.flush()
+    try:
+        answer = input()
+    except EOFError:
+        sys.stderr.write("\n")
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
 def run_command(settings: RunSettings, instruction: str, attempts: int = 1) -> int:
-    from oc_repl.api import check_attempts, run_attempts
+    from oc_repl.plan import check_attempts
+    from oc_repl.session import run_attempts
 
     try:
         check_attempts(settings, attempts)
@@ -43,8 +59,9 @@ def run_command(settings: RunSettings, instruction: str, attempts: int = 1) -> i
     except OcReplError as exc:
         return report_error(exc)
     try:
+        emit = Fanout(transcript, renderer_for(settings))
         result = run_attempts(
-            settings, instruction, Fanout(transcript, renderer_for(settings)), attempts, str(transcript.path)
+            settings, instruction, emit, attempts=attempts, consent=ask_consent, transcript=str(transcript.path)
         )
     except OcReplError as exc:
         return report_error(exc)

@@ -20,7 +20,8 @@ from oc_repl import events as ev
 from oc_repl import paths, signals
 from oc_repl.config import RunSettings
 from oc_repl.errors import OcReplError, Terminated, UsageError
-from oc_repl.outcome import Status, exit_code
+from oc_repl.outcome import Status
+from oc_repl.plan import plan
 from oc_repl.private import open_private, touch_private
 from oc_repl.render.human import HumanRenderer
 from oc_repl.render.sanitize import sanitize
@@ -115,8 +116,8 @@ class Shell:
         # Without --yes a local sandbox asks before every command; consent is then given one command at a time.
         self.consented = settings.yes
         self.approval = self._default_approval(settings.sandbox)
-        settings = settings.replace(yes=True)
-        self.session = Session(settings, Fanout(self.transcript, self.renderer, self.status), self._approve)
+        emit = Fanout(self.transcript, self.renderer, self.status)
+        self.session = Session(plan(settings.replace(yes=True)), emit, approve=self._approve)
         self.prompt = self._prompt_session()
         self.asker: PromptSession = PromptSession()  # approval answers stay out of the input history
 
@@ -186,13 +187,13 @@ class Shell:
                 while self._one_line() and not self.session.terminated:
                     pass
         except Terminated:
-            code = exit_code(Status.INTERRUPTED)
+            code = Status.INTERRUPTED.exit_code
         finally:  # whatever happens, a created container is removed and the transcript closed, to the end
             with signals.deferred():
                 self.session.close()
                 self.transcript.close()
         if self.session.terminated:
-            code = exit_code(Status.INTERRUPTED)
+            code = Status.INTERRUPTED.exit_code
         self.console.print(Text(f"transcript: {self.transcript.path}", style="dim"), soft_wrap=True)
         return code
 
@@ -253,49 +254,37 @@ class Shell:
 
         if arg not in protocols.names():
             raise UsageError(f"unknown protocol {arg!r}; known: {', '.join(protocols.names())}")
-        self._update(protocol=arg)
-        self.session.new_conversation()
+        self.session.set_protocol(arg)
 
     def cmd_model(self, arg: str) -> None:
         if not arg:
             raise UsageError("/model needs a name")
-        self._update(model=arg)
-        self.session.client.model = arg
+        self.session.set_model(arg)
 
     def cmd_sandbox(self, arg: str) -> None:
         from oc_repl.config import check_sandbox_spec
 
         check_sandbox_spec(arg)
-        old_settings, old_approval = self.settings, self.approval
-        self._update(sandbox=arg)
+        self.session.switch_sandbox(arg)  # when it fails (or is refused), the working sandbox stays
         self.approval = self._default_approval(arg)  # a move onto this host asks again, whatever came before
-        try:
-            replacement = self.session.try_sandbox()
-        except BaseException:  # the switch failed (or was refused): the working sandbox stays
-            self.session.settings, self.approval = old_settings, old_approval
-            raise
-        self.session.close()
-        self.session.sandbox = replacement
 
     def cmd_turns(self, arg: str) -> None:
         if not arg.isdecimal() or int(arg) < 1:
             raise UsageError("/turns needs a positive number")
-        self._update(max_turns=int(arg))
+        self.session.set_max_turns(int(arg))
         self.status.max_turns = 0  # the toolbar shows the new cap at once
 
     def cmd_verify(self, arg: str) -> None:
         if arg:
-            from oc_repl.tasks.verify import CommandVerifier
-
-            self.session.verifier = CommandVerifier(arg, None, self.settings.verify_timeout)
+            self.session.set_verifier(arg)
         self.session.verify_now()
 
     def cmd_history(self, arg: str) -> None:
-        protocol = self.session.protocol
-        if protocol is None:
+        messages = self.session.history()
+        if not messages:
             self.console.print(Text("no conversation yet", style="dim"))
             return
-        for message in protocol.request().messages:
+        for message in messages:
             content = message.get("content") or ""
             first = content.strip().splitlines()[0] if content.strip() else "(tool calls)"
             self.console.print(Text(f"{message['role']:>9}: ", style="bold") + Text(sanitize(first)[:110]))
@@ -323,9 +312,6 @@ class Shell:
         if arg not in ("show", "hide"):
             raise UsageError("/think takes show or hide")
         self.renderer.show_reasoning = arg == "show"
-
-    def _update(self, **changes: Any) -> None:
-        self.session.settings = self.settings.replace(**changes)
 
 
 def run_shell(settings: RunSettings) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 from oc_repl import events as ev
 from oc_repl.calls import split_think
 from oc_repl.errors import UsageError
-from oc_repl.types import Approve, Asset, Emit, Message, Reply, Request, Sandbox, Step, Task, allow_all
+from oc_repl.types import AgentProtocol, Approve, Asset, Emit, Message, Reply, Request, Sandbox, Step, Task, allow_all
 
 
 def _unchanged(reply: Reply) -> str:
@@ -22,7 +22,7 @@ def _unchanged(reply: Reply) -> str:
     return text
 
 
-class RawProtocol:
+class RawProtocol(AgentProtocol):
     name = "raw"
     needs_sandbox = False
 
@@ -71,9 +71,6 @@ class RawProtocol:
 
     def working_directory(self, sandbox: Sandbox) -> str:
         return ""  # nothing runs
-
-    def own_processes(self) -> frozenset[int]:
-        return frozenset()
 
     def close(self) -> None:
         pass

@@ -77,10 +77,11 @@ class HumanRenderer:
             self._waiting.start()
 
     def on_thread_started(self, e: Any) -> None:
-        where = f" · cwd {e.workdir}" if getattr(e, "workdir", "") else ""
-        header = f"oc-repl · {e.model} · {e.protocol} · {e.sandbox}{where}"
+        where = f" · cwd {e.workdir}" if e.workdir else ""
+        # a thread that ended before it could say everything (no model asked yet) leaves out what it does not know
+        header = " · ".join(part for part in ("oc-repl", e.model, e.protocol, e.sandbox) if part) + where
         self.console.print(Text(sanitize(header), style="bold"), soft_wrap=True)
-        held = isolation_line(getattr(e, "isolation", None))
+        held = isolation_line(e.isolation)
         if held:
             unconfined = e.isolation.confinement == "none"
             self.console.print(Text(sanitize(held), style="bold red" if unconfined else "dim"), soft_wrap=True)

@@ -27,9 +27,10 @@ from oc_repl.errors import SandboxError, SandboxLost
 from oc_repl.sandbox import docker_lifetime, leftovers
 from oc_repl.sandbox.docker_channel import ChannelPool
 from oc_repl.sandbox.docker_exec import PID_DIR, WORK_SUBDIR, DockerProcess, RecordedProcess, kill_recorded
-from oc_repl.types import ExecResult, Leftover
+from oc_repl.types import ExecResult, Leftover, Sandbox
 
 if TYPE_CHECKING:
+    from oc_repl.config import RunSettings
     from oc_repl.events import Isolation
 
 DEFAULT_WORKDIR = "/workspace"  # camel's docker backend, as trained
@@ -54,7 +55,7 @@ def connect() -> Any:
     return client
 
 
-class DockerSandbox:
+class DockerSandbox(Sandbox):
     """`docker:<container>`: attach to a running container and leave it running afterwards."""
 
     owned = False
@@ -107,6 +108,11 @@ class DockerSandbox:
             raise SandboxError(f"container {rest!r} is {container.status}, not running", hint=f"docker start {rest}")
         return cls(client, container, workdir or DEFAULT_WORKDIR, **opts)
 
+    @staticmethod
+    def options_from(settings: RunSettings) -> dict[str, Any]:
+        """The options of `from_spec` a run's settings give."""
+        return {"workdir": settings.workdir}
+
     def isolation(self) -> Isolation:
         """The network and limits in force, as the daemon reports them now. An attached container's limits are its
         own: oc-repl leaves them as they are."""
@@ -116,9 +122,12 @@ class DockerSandbox:
         return container_isolation(attrs, limits="oc-repl" if self.owned else "container")
 
     @property
-    def image_workdir(self) -> str:
+    def image_workdir(self) -> str:  # type: ignore[override]  # read from the container
         """The image's WORKDIR: where terminal-bench runs the task's tests."""
         return self.container.attrs.get("Config", {}).get("WorkingDir") or "/"
+
+    def kept(self) -> str:
+        return self.name if self.keep else ""
 
     # --- plumbing ----------------------------------------------------------------------------------------
 
@@ -371,6 +380,19 @@ class DockerImageSandbox(DockerSandbox):
             raise
         box.spec = f"docker-image:{rest}"
         return box
+
+    @staticmethod
+    def options_from(settings: RunSettings) -> dict[str, Any]:
+        options: dict[str, Any] = {
+            "workdir": settings.workdir,
+            "network": settings.docker_network,
+            "keep": settings.keep,
+            "max_processes": settings.max_processes,
+            "memory_mb": settings.memory_mb,
+        }
+        if settings.timeout:  # else the driver's default (a day): long enough for a working session in the shell
+            options["lifetime"] = docker_lifetime.for_run(settings.timeout, settings.verify_timeout)
+        return options
 
     def close(self) -> None:
         if self.keep:

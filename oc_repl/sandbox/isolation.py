@@ -1,5 +1,6 @@
-"""What holds a sandbox's commands in, read from the sandbox itself once it runs: the run's header and
-`thread.started` state it, so what they say is what is in force, whichever setting or fallback chose it."""
+"""What holds a container's commands in, read from the daemon once it runs: the run's header and `thread.started`
+state it (each sandbox's `isolation()`), so what they say is what is in force, whichever setting or fallback chose
+it."""
 
 from __future__ import annotations
 
@@ -8,16 +9,6 @@ from typing import Any
 from oc_repl.events import Isolation
 
 MB = 1 << 20
-
-
-def isolation_of(sandbox: Any) -> Isolation:
-    """The driver says (docker, local); Harbor's environment is read from Harbor's own settings."""
-    own = getattr(sandbox, "isolation", None)
-    if callable(own):
-        return own()
-    if getattr(sandbox, "spec", "").startswith("harbor:"):
-        return _harbor(sandbox.env)
-    return Isolation()
 
 
 def container_isolation(attrs: dict[str, Any], limits: str) -> Isolation:
@@ -42,9 +33,3 @@ def container_isolation(attrs: dict[str, Any], limits: str) -> Isolation:
         memory_mb=memory // MB if memory > 0 else None,
         cpus=cpus,
     )
-
-
-def _harbor(environment: Any) -> Isolation:
-    """Harbor's environment holds the commands in, with the task's network policy and limits."""
-    mode = str(getattr(getattr(getattr(environment, "network_policy", None), "network_mode", None), "value", ""))
-    return Isolation(confinement="harbor", network="none" if mode == "no-network" else mode, limits="harbor")

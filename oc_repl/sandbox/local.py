@@ -25,7 +25,7 @@ import shutil
 import stat
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oc_repl.errors import SandboxError, SandboxLost
 from oc_repl.events import Isolation
@@ -35,7 +35,10 @@ from oc_repl.sandbox.init_channel import ConfinedProcess
 from oc_repl.sandbox.limits import DEFAULT as DEFAULT_LIMITS
 from oc_repl.sandbox.limits import Limits
 from oc_repl.sandbox.local_process import EXIT_GRACE, CapturedProcess, LocalProcess, bash_argv, scan_proc
-from oc_repl.types import ExecResult, Leftover
+from oc_repl.types import ExecResult, Leftover, Sandbox
+
+if TYPE_CHECKING:
+    from oc_repl.config import RunSettings
 
 # Letting go of finished processes means a scan of /proc (milliseconds); doing it once per this many commands keeps
 # it off the per-call path while bounding the zombies and file descriptors we hold.
@@ -53,7 +56,7 @@ def host_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not _SECRET_NAMES.search(k)}
 
 
-class LocalSandbox:
+class LocalSandbox(Sandbox):
     """Runs everything on this machine, confined unless `confine=False` (see the module doc)."""
 
     def __init__(
@@ -103,6 +106,17 @@ class LocalSandbox:
     @classmethod
     def from_spec(cls, rest: str, **opts: Any) -> LocalSandbox:
         return cls(Path(rest), **opts)
+
+    @staticmethod
+    def options_from(settings: RunSettings) -> dict[str, Any]:
+        """The options of `from_spec` a run's settings give."""
+        limits = Limits(processes=settings.max_processes, memory_mb=settings.memory_mb)
+        return {
+            "confine": settings.confine,
+            "network": settings.network,
+            "writable_vcs": settings.writable_vcs,
+            "limits": limits,
+        }
 
     def isolation(self) -> Isolation:
         """What holds the sandbox's commands in, as it is in force."""

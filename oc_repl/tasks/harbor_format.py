@@ -19,7 +19,7 @@ from oc_repl import tomlfile
 from oc_repl.errors import UsageError
 from oc_repl.events import VerifyCompleted
 from oc_repl.tasks.model import Network, TaskDir, seconds
-from oc_repl.tasks.verify import TAIL_BYTES, parse_pytest_summary
+from oc_repl.tasks.verify import TAIL_BYTES, Verifier, parse_pytest_summary
 from oc_repl.types import Sandbox
 
 TESTS_DEST = "/tests"
@@ -135,11 +135,14 @@ def parse_reward(text: str, json_file: bool) -> float | None:
 
 
 @dataclass
-class HarborVerifier:
-    """Copies tests/ to /tests after the agent, runs test.sh, reads the reward; resolved = a reward of 1."""
+class HarborVerifier(Verifier):
+    """Copies tests/ to /tests after the agent, runs test.sh in the image's WORKDIR, reads the reward; resolved = a
+    reward of 1."""
 
     task: TaskDir
-    cwd: str | None = None  # the image's WORKDIR
+
+    def working_directory(self, sandbox: Sandbox) -> str:
+        return sandbox.image_workdir or sandbox.workdir
 
     def describe(self) -> str:
         return f"{TESTS_DEST}/test.sh ({self.task.name})"
@@ -155,7 +158,8 @@ class HarborVerifier:
         ready = f"chmod -R a+rX {TESTS_DEST} && chmod +x {script} && chmod 0777 {VERIFIER_DIR}"
         sandbox.exec(ready, timeout=30, user="root")
         timeout = self.task.test_timeout_sec
-        result = sandbox.exec(script, timeout=timeout, cwd=self.cwd, user=self.task.verifier_user)
+        cwd, user = self.working_directory(sandbox), self.task.verifier_user
+        result = sandbox.exec(script, timeout=timeout, cwd=cwd, user=user)
         text = result.output.decode("utf-8", "replace")
         reward = None if result.timed_out else self._reward(sandbox)
         summary = parse_pytest_summary(text)

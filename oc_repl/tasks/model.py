@@ -1,8 +1,8 @@
 """One task model for both task-directory formats: terminal-bench 1.x (`task.yaml`) and Harbor (`task.toml`).
 
-`load_task(dir)` reads either into a `TaskDir`; `find_tasks(paths)` expands folders of task dirs; `open_task` gives a
-run what a task dir brings: the instruction, a fresh container from the task's image (with the task's network and
-resource limits) and the verifier that judges it after the agent.
+`load_task(dir)` reads either into a `TaskDir` (what the task brings: its instruction, image, limits and the verifier
+that judges it after the agent); `find_tasks(paths)` expands folders of task dirs. A task describes; the run's plan
+(oc_repl/plan.py) opens its container.
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from oc_repl.errors import UsageError
 
 if TYPE_CHECKING:
-    from oc_repl.config import RunSettings
     from oc_repl.tasks.verify import Verifier
-    from oc_repl.types import Sandbox, Task
 
 Format = Literal["terminal-bench", "harbor"]
 Network = Literal["none", "public"]  # no network at all, or the daemon's bridge where it has one
@@ -41,15 +39,15 @@ class TaskDir:
     verifier_user: str = "root"
     network: Network = "none"  # what the format declares for the agent's container (see `task_network`)
 
-    def verifier(self, cwd: str | None = None) -> Verifier:
-        """What judges a run of this task once the agent is done; `cwd` is the image's WORKDIR."""
+    def verifier(self) -> Verifier:
+        """What judges a run of this task once the agent is done (in the image's WORKDIR)."""
         if self.format == "harbor":
             from oc_repl.tasks.harbor_format import HarborVerifier
 
-            return HarborVerifier(self, cwd=cwd)
+            return HarborVerifier(self)
         from oc_repl.tasks.terminal_bench import TaskVerifier
 
-        return TaskVerifier(self, cwd=cwd)
+        return TaskVerifier(self)
 
 
 def is_task_dir(path: Path) -> bool:
@@ -101,33 +99,3 @@ def seconds(value: Any, where: str, key: str, default: float | None) -> float | 
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
         raise UsageError(f"{where}: {key} must be a positive number of seconds, not {value!r}")
     return float(value)
-
-
-def open_task(settings: RunSettings, instruction: str) -> tuple[Task, Sandbox, Verifier, TaskDir]:
-    """A task dir brings the instruction, the image to run in (built unless --image names one) and its tests.
-
-    The container gets the network the task declares (--docker-network chooses another), oc-repl's process limit, and
-    the task's own memory and CPUs where it names them (oc-repl's memory limit where it does not)."""
-    from oc_repl.sandbox import open_sandbox
-    from oc_repl.sandbox.docker_lifetime import for_run
-    from oc_repl.tasks.image import build_image, task_network
-    from oc_repl.types import Task
-
-    assert settings.task is not None
-    if instruction or settings.verify or settings.verify_file:
-        raise UsageError("--task brings its own instruction and tests; drop the instruction and --verify")
-    task_dir = load_task(settings.task)
-    image = settings.image or build_image(task_dir)
-    agent_time = min(filter(None, (settings.timeout, task_dir.agent_timeout_sec)))
-    sandbox = open_sandbox(
-        f"docker-image:{image}",
-        workdir=settings.workdir,
-        network=settings.docker_network or task_network(task_dir),
-        keep=settings.keep,
-        lifetime=for_run(agent_time, task_dir.test_timeout_sec),
-        max_processes=settings.max_processes,
-        memory_mb=task_dir.memory_mb or settings.memory_mb,
-        cpus=task_dir.cpus,
-    )
-    verifier = task_dir.verifier(cwd=sandbox.image_workdir)  # type: ignore[attr-defined]
-    return Task(name=settings.task_name or task_dir.name, instruction=task_dir.instruction), sandbox, verifier, task_dir

@@ -254,10 +254,8 @@ def gather(
     """What the agent tried, found before a verifier runs: the processes it left (stopped when `stop` and the sandbox
     can: `keep`, the protocol's own, are not named), then what changed since the probe's baseline. Also whether the
     processes were stopped."""
-    method = getattr(sandbox, "stop_processes" if stop else "running_processes", None)
-    leftovers = method(keep) if method is not None else []
-    stopped = stop and method is not None
-    return (baseline.look() if baseline is not None else []) + process_findings(leftovers, stopped), stopped
+    leftovers = sandbox.stop_processes(keep) if stop else sandbox.running_processes(keep)
+    return (baseline.look() if baseline is not None else []) + process_findings(leftovers, stop), stop
 
 
 def process_findings(leftovers: Iterable[Leftover], stopped: bool) -> list[Finding]:

@@ -10,7 +10,7 @@ from oc_repl.errors import UsageError
 from oc_repl.events import VerifyCompleted
 from oc_repl.tasks.image import build_image
 from oc_repl.tasks.model import Network, TaskDir, seconds
-from oc_repl.tasks.verify import TAIL_BYTES, parse_pytest_summary
+from oc_repl.tasks.verify import TAIL_BYTES, Verifier, parse_pytest_summary
 from oc_repl.types import Sandbox
 
 __all__ = ["TESTS_DEST", "TaskDir", "TaskVerifier", "build_image", "load_task_dir"]
@@ -74,12 +74,15 @@ def load_task_dir(path: Path) -> TaskDir:
 
 
 @dataclass
-class TaskVerifier:
-    """Copies run-tests.sh and tests/ to a fresh /tests after the agent and runs them; resolved = every test passed."""
+class TaskVerifier(Verifier):
+    """Copies run-tests.sh and tests/ to a fresh /tests after the agent and runs them, in the image's WORKDIR;
+    resolved = every test passed."""
 
     task: TaskDir
-    cwd: str | None = None  # the image's WORKDIR
     timeout: float | None = None
+
+    def working_directory(self, sandbox: Sandbox) -> str:
+        return sandbox.image_workdir or sandbox.workdir
 
     def describe(self) -> str:
         return f"bash {TESTS_DEST}/run-tests.sh ({self.task.name})"
@@ -92,7 +95,7 @@ class TaskVerifier:
             sandbox.put(item, f"{TESTS_DEST}/{item.name}")
         command = f"TEST_DIR={TESTS_DEST} bash {shlex.quote(TESTS_DEST + '/run-tests.sh')}"
         timeout = self.timeout or self.task.test_timeout_sec
-        result = sandbox.exec(command, timeout=timeout, cwd=self.cwd, user="root")
+        result = sandbox.exec(command, timeout=timeout, cwd=self.working_directory(sandbox), user="root")
         text = result.output.decode("utf-8", "replace")
         summary = parse_pytest_summary(text)
         resolved = bool(summary and summary.total and summary.passed == summary.total and not result.timed_out)

@@ -52,9 +52,13 @@ class Verifier(Protocol):
     def describe(self) -> str: ...
     def run(self, sandbox: Sandbox) -> VerifyCompleted: ...
 
+    def working_directory(self, sandbox: Sandbox) -> str:
+        """Where it runs (the tamper probe watches what it will read from there)."""
+        return sandbox.workdir
+
 
 @dataclass
-class CommandVerifier:
+class CommandVerifier(Verifier):
     """`--verify CMD` runs CMD in the sandbox; `--verify-file F` copies F in and runs it with bash (`bash PATH`, so
     a script that finds its own place through `$0` works). The copy is made when the verifier runs, after what the
     agent left running was stopped: nothing of the agent's can rewrite it between the copy and the run."""

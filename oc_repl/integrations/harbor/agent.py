@@ -52,25 +52,12 @@ from oc_repl.integrations.harbor.record import CHECKPOINTS, RunRecord, trajector
 from oc_repl.outcome import Status
 from oc_repl.private import write_atomic
 from oc_repl.redact import Redactor, redactor
-from oc_repl.session import Fanout, Session, TaskResult
+from oc_repl.session import Fanout, TaskResult, run_attempts
 from oc_repl.sources import resolve
 from oc_repl.transcript import TranscriptWriter
 
 TRANSCRIPT = "oc-repl.jsonl"
 STOP_GRACE = 15.0  # seconds a stopped worker gets to end its run before it is abandoned
-# Ends after which the task may be solved: Harbor's verifier decides (a tampered run too: it gets its reward, and its
-# metadata says what the agent tried).
-GRADED = frozenset(
-    {
-        Status.DONE,
-        Status.TURN_CAP,
-        Status.LOOP,
-        Status.PARSE_ERRORS,
-        Status.CONTEXT_LENGTH,
-        Status.AGENT_TIMEOUT,
-        Status.TAMPERED,
-    }
-)
 
 
 # What the agent fills in when these are not given (`run`), in place of the table's defaults.
@@ -237,14 +224,11 @@ def _work(
     try:
         writer = TranscriptWriter(path, secrets=(settings.api_key,))
         try:
-            session = Session(settings, Fanout(writer, record, checkpoint))
-            session.sandbox, session.transcript_path = sandbox, str(path)
-            session.judged_after = GRADED  # Harbor's verifier runs next: on a quiet environment, with the evidence
-            try:
-                outcome = session.run(instruction, close_after=True)
-                record.findings = outcome.findings
-            finally:
-                session.client.close()
+            # Harbor's environment is the sandbox and Harbor's verifier judges it next: the run leaves it quiet, with
+            # the evidence of what the agent tried
+            emit = Fanout(writer, record, checkpoint)
+            outcome = run_attempts(settings, instruction, emit, sandbox=sandbox, transcript=str(path))
+            record.findings = outcome.findings
         finally:
             writer.close()
     except BaseException as exc:  # handed to the loop, which raises it as the trial's exception
@@ -269,15 +253,16 @@ def _raise_for(outcome: TaskResult | BaseException | None, record: RunRecord) ->
     """Nothing when the verifier should judge; otherwise the failure, as an exception Harbor records."""
     if isinstance(outcome, BaseException):
         raise outcome
-    if outcome is None or outcome.status in GRADED:
+    if outcome is None or outcome.status.graded_by_harness:
         return
     error = record.last_error
     message = f"oc-repl ended with {outcome.status.value}" + (f": {error.message}" if error else "")
-    if outcome.status in (Status.SERVER_ERROR,):
+    failed = outcome.status.exit_code  # what failed, as the exit codes group it: the model server, the sandbox, ...
+    if failed == Status.SERVER_ERROR.exit_code:
         unreachable = error is not None and error.kind == "server_unreachable"
         raise (ApiConnectionError if unreachable else ApiError)(message)
-    if outcome.status in (Status.SANDBOX_ERROR, Status.BUILD_ERROR):
+    if failed == Status.SANDBOX_ERROR.exit_code:
         raise OcReplEnvironmentError(message)
-    if outcome.status is Status.USAGE:
+    if failed == Status.USAGE.exit_code:
         raise ValueError(message)
     raise RuntimeError(message)

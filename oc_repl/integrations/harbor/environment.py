@@ -24,13 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from oc_repl.errors import Deadline, SandboxError, SandboxLost
+from oc_repl.events import Isolation
 from oc_repl.integrations.harbor import shell as sh
 from oc_repl.integrations.harbor.bridge import LoopBridge
 from oc_repl.sandbox import leftovers
 from oc_repl.sandbox.capture import gap_marker
 from oc_repl.sandbox.docker import DEFAULT_WORKDIR
 from oc_repl.sandbox.docker_exec import kill_recorded
-from oc_repl.types import ExecResult, Leftover
+from oc_repl.types import ExecResult, Leftover, Sandbox
 
 POLL_WINDOW = 2.0  # seconds one look may wait in the environment for a command's end
 EXEC_MARGIN = 60  # Harbor's own exec timeout, a backstop over what a script itself waits
@@ -42,7 +43,7 @@ def _text(result: Any) -> str:
     return (result.stdout or "") + (result.stderr or "")
 
 
-class HarborSandbox:
+class HarborSandbox(Sandbox):
     """The Sandbox seam over a Harbor environment; its methods are called from a worker thread only."""
 
     def __init__(
@@ -103,6 +104,12 @@ class HarborSandbox:
             output_limit=output_limit,
             baseline=leftovers.parse_baseline(_text(result), marker + "b"),
         )
+
+    def isolation(self) -> Isolation:
+        """Harbor's environment holds the commands in, with the task's network policy and limits."""
+        policy = getattr(self.env, "network_policy", None)  # Harbor's object: older versions have none
+        mode = str(getattr(getattr(policy, "network_mode", None), "value", ""))
+        return Isolation(confinement="harbor", network="none" if mode == "no-network" else mode, limits="harbor")
 
     # --- plumbing ----------------------------------------------------------------------------------------------
 

@@ -44,8 +44,7 @@ def _write_like_upstream(tools: CamelTerminalTools, content: Any, file_path: Any
     except (TypeError, ValueError) as exc:
         return _file_error(tools, file_path, exc)
     if mkdir:
-        workdir = getattr(tools.sandbox, "image_workdir", None)
-        tools.sandbox.exec(shlex.join(mkdir), timeout=30, cwd=workdir)
+        tools.sandbox.exec(shlex.join(mkdir), timeout=30, cwd=tools.sandbox.image_workdir or None)
     # the content went through a text file first
     problem = python_error(lambda: io.TextIOWrapper(io.BytesIO(), encoding="utf-8").write(content))
     if problem:

@@ -34,7 +34,20 @@ from oc_repl.protocols.camel.tools import (
     ToolInterrupted,
 )
 from oc_repl.protocols.templates import Templates
-from oc_repl.types import Approve, Asset, Emit, Message, Reply, Request, Sandbox, Step, Task, ToolCall, allow_all
+from oc_repl.types import (
+    AgentProtocol,
+    Approve,
+    Asset,
+    Emit,
+    Message,
+    Reply,
+    Request,
+    Sandbox,
+    Step,
+    Task,
+    ToolCall,
+    allow_all,
+)
 
 NAME = "camel-terminal-toolkit"
 HISTORY_MODES = ("training", "camel-0.2.85", "full")
@@ -103,7 +116,7 @@ def _describe(call: ToolCall) -> str:
     return f"{call.name} {json.dumps(call.arguments, ensure_ascii=False)}"
 
 
-class CamelProtocol:
+class CamelProtocol(AgentProtocol):
     name = NAME
 
     def __init__(
@@ -170,9 +183,6 @@ class CamelProtocol:
         """As trained: /workspace in a container (or --workdir), the sandbox directory on local:."""
         return self.workdir or sandbox.workdir
 
-    def own_processes(self) -> frozenset[int]:
-        return frozenset()
-
     def close(self) -> None:
         """Kill the sessions the model started (the loop's caller does this when the conversation ends)."""
         if self._toolbox is not None:
@@ -194,7 +204,7 @@ class CamelProtocol:
             calls, unreadable = training_calls(reply)
             if unreadable is not None:
                 self._training_parse_error(*unreadable, emit)
-                return Step(parse_error=True)
+                return Step()
             feedback = []
         if not calls and not feedback:
             self._flush_results()
@@ -217,7 +227,7 @@ class CamelProtocol:
             return Step()  # looking at a job that is still running is waiting, not looping: no fingerprint
         payload = [[call.name, call.arguments, result] for call, result in zip(calls, results, strict=True)] + feedback
         fingerprint = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
-        return Step(parse_error=bool(feedback), fingerprint=fingerprint)
+        return Step(fingerprint=fingerprint)
 
     @staticmethod
     def _waiting(calls: list[ToolCall], tools: CamelTerminalTools) -> bool:

@@ -34,13 +34,13 @@ from oc_repl.protocols.terminus.parse import (
     strip_think,
 )
 from oc_repl.protocols.terminus.tmux import MAX_WAIT, Terminal, TmuxTerminal, private_socket
-from oc_repl.types import Approve, Asset, Emit, Message, Reply, Request, Sandbox, Step, Task, allow_all
+from oc_repl.types import AgentProtocol, Approve, Asset, Emit, Message, Reply, Request, Sandbox, Step, Task, allow_all
 
 PROMPT_FIELDS = ("instruction", "terminal_state")
 NOTICES_SPEC = {"interrupted": ("observation",), "declined": ("keystrokes",)}
 
 
-class TerminusProtocol:
+class TerminusProtocol(AgentProtocol):
     fmt: Format = "json"
     name = "terminus-json"
 
@@ -119,7 +119,7 @@ class TerminusProtocol:
 
     def working_directory(self, sandbox: Sandbox) -> str:
         """As terminal-bench: the image's WORKDIR in a container; the sandbox directory on local:."""
-        return getattr(sandbox, "image_workdir", None) or sandbox.workdir
+        return sandbox.image_workdir or sandbox.workdir
 
     def own_processes(self) -> frozenset[int]:
         """The terminal's shell (the tmux server, or the pty's, runs it): not the model's commands, its children."""
@@ -150,7 +150,7 @@ class TerminusProtocol:
             parsed = self._parse_reply(text)
         if self._is_parse_error(parsed):
             self._feedback(prompt_parse_error(parsed, self.m), parsed.error or parsed.warning, emit)
-            return Step(parse_error=True)
+            return Step()
         observation = self._limit(self._execute(parsed, terminal, emit, approve))
         if parsed.task_complete:
             if self._pending_completion:
@@ -242,7 +242,7 @@ class TerminusProtocol:
         self._messages.append({"role": "assistant", "content": text})
         self._feedback(message, "the reply hit the output token limit; nothing ran", emit)
         self._messages.append({"role": "user", "content": message})
-        return Step(parse_error=True)
+        return Step()
 
 
 class TerminusJson(TerminusProtocol):

@@ -1,0 +1,67 @@
+"""The seams are declared, not probed: every driver and protocol inherits its seam's Protocol (and with it the
+defaults of what it does not offer), a driver reads its own options from a run's settings, and no capability is looked
+up by name."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from importlib import import_module
+
+import pytest
+
+from oc_repl.config import RunSettings
+from oc_repl.protocols import KINDS
+from oc_repl.sandbox import DRIVERS
+from oc_repl.types import AgentProtocol, Sandbox
+from tests.conftest import ROOT
+
+CAPABILITIES = (
+    "ready",
+    "image_workdir",
+    "keep",
+    "kept",
+    "isolation",
+    "stop_processes",
+    "running_processes",
+    "needs_sandbox",
+    "own_processes",
+    "first_message",
+)
+
+
+def load(target: str) -> type:
+    module, _, name = target.partition(":")
+    return getattr(import_module(module), name)
+
+
+@pytest.mark.parametrize("target", sorted(DRIVERS.values()))
+def test_every_driver_is_a_sandbox_and_reads_its_own_options(target):
+    driver = load(target)
+    assert Sandbox in driver.__mro__
+    options = driver.options_from(RunSettings(timeout=60))
+    takes = set(inspect.signature(driver.from_spec).parameters) | set(inspect.signature(driver).parameters)
+    assert set(options) <= takes, set(options) - takes
+
+
+@pytest.mark.parametrize("target", sorted(KINDS.values()))
+def test_every_shipped_protocol_is_an_agent_protocol(target):
+    assert AgentProtocol in load(target).__mro__
+
+
+def test_harbors_environment_is_a_sandbox():
+    from oc_repl.integrations.harbor.environment import HarborSandbox
+
+    assert Sandbox in HarborSandbox.__mro__
+
+
+def test_no_capability_is_probed_for_by_name():
+    names = "|".join(CAPABILITIES)
+    probe = re.compile(rf"""(getattr|hasattr)\([^()]*,\s*["']({names})["']""")
+    found = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in sorted((ROOT / "oc_repl").rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if probe.search(line)
+    ]
+    assert found == []
