@@ -79,7 +79,9 @@ def test_10_12_a_container_stops_when_its_lifetime_is_over(docker_client: Any, b
 
 
 def test_10_12_expired_containers_are_swept_when_a_sandbox_opens(docker_client: Any):
-    past, future = int(time.time()) - 5, int(time.time()) + 3600
+    # "Expired" ones expire only once they are all made and started: a sandbox opened by a test running beside this
+    # one sweeps too, and must not remove one between its creation and its start.
+    past, future = int(time.time()) + 3, int(time.time()) + 3600
     made = {}
     for name, labels, start in [
         ("expired-running", {LABEL: "1", EXPIRES: str(past)}, True),
@@ -98,6 +100,8 @@ def test_10_12_expired_containers_are_swept_when_a_sandbox_opens(docker_client: 
         if start:
             container.start()
         made[name] = container
+    while time.time() <= past:  # the moment of expiry, not a guess at how long anything takes
+        time.sleep(0.1)
     try:
         DockerSandbox.from_spec(made["alive"].name).close()  # attaching sweeps too
         left = {name for name, container in made.items() if exists(docker_client, container.name)}

@@ -139,8 +139,10 @@ class PtyTerminal(Terminal):
     def _read_pid(self, pidfile: str) -> int:
         deadline = time.monotonic() + START_LIMIT
         while time.monotonic() < deadline and self._proc.alive():
-            # Read once and removed at once: the model may clean /tmp later, and nothing else needs the file.
-            text = self.sandbox.exec(f"cat {pidfile} 2>/dev/null && rm -f {pidfile}", timeout=30).output.strip()
+            # Read once and removed at once: the model may clean /tmp later, and nothing else needs the file. Only once
+            # it holds something: the shell's `>` makes it empty a moment before the one write that fills it.
+            look = f"[ -s {pidfile} ] && cat {pidfile} && rm -f {pidfile}"
+            text = self.sandbox.exec(look, timeout=30).output.strip()
             if text.isdigit():
                 return int(text)
             time.sleep(POLL)
