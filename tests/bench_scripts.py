@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from oc_repl.tasks.model import load_task
+from tests.cli.test_cli import answer
 from tests.conftest import ROOT
 from tests.docker_support import exec_call
-from tests.test_cli import answer
-from tests.test_terminus_cli import js
+from tests.protocols.terminus.test_terminus_cli import js
 
 TASKS = ROOT / "examples" / "tasks"
 CAMEL, TERMINUS = "camel-terminal-toolkit", "terminus-json"

@@ -1,12 +1,12 @@
 """Runs scenarios of tool calls through camel-ai's real TerminalToolkit (docker backend), for the differential test.
 
-Started by tests/test_camel_exact.py with the python of the sync's camel virtualenv (camel-ai 0.2.90, docker, rich),
-as `python camel_reference.py SCENARIOS.json RESULTS.json`; it imports nothing of oc-repl. Each scenario gets a
-fresh container of the image (network none), and the toolkit is built and called the way the training harness did
-(`TerminalToolkit(timeout=20.0, working_directory=None, use_docker_backend=True, docker_container_name=...,
-session_logs_dir=..., safe_mode=False)`, each call `await asyncio.to_thread(partial(method, **arguments))`). What a
-call returns is recorded as text, what it raises as its exception's type name and message: the test words those
-with the harness's own template, as oc-repl does.
+Started by tests/protocols/camel/test_camel_exact.py with the python of the sync's camel virtualenv (camel-ai 0.2.90,
+docker, rich), as `python camel_reference.py SCENARIOS.json RESULTS.json`; it imports nothing of oc-repl. Each
+scenario gets a fresh container of the image (network none), and the toolkit is built and called the way the training
+harness did (`TerminalToolkit(timeout=20.0, working_directory=None, use_docker_backend=True,
+docker_container_name=..., session_logs_dir=..., safe_mode=False)`, each call `await
+asyncio.to_thread(partial(method, **arguments))`). What a call returns is recorded as text, what it raises as its
+exception's type name and message: the test words those with the harness's own template, as oc-repl does.
 
 One change to the toolkit's surroundings, none to the toolkit: it connects its low-level docker client to the fixed
 address unix://var/run/docker.sock, while everything else (its other client, the `docker cp` it runs) follows

@@ -1,4 +1,4 @@
-"""The tool-call scenarios of the camel differential test (tests/test_camel_exact.py): issue 9's list, and more."""
+"""The tool-call scenarios of the camel differential test (tests/protocols/camel/test_camel_exact.py)."""
 
 from __future__ import annotations
 

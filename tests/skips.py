@@ -43,7 +43,7 @@ NEEDS = (
     Need(
         "Harbor (Python >= 3.12)",
         r"needs Harbor|could not import 'harbor'",
-        "python3.12 -m venv V && V/bin/pip install '.[harbor,test]' && V/bin/python -m pytest -q tests/test_harbor*",
+        "python3.12 -m venv V && V/bin/pip install '.[harbor,test]' && V/bin/python -m pytest -q tests/integrations",
     ),
     Need("OC_REPL_SLOW_TESTS=1 (slow tests)", r"OC_REPL_SLOW_TESTS=1", "OC_REPL_SLOW_TESTS=1 python -m pytest -q"),
     Need(

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from oc_repl.errors import UsageError
+from tests.cli.test_cli import answer
 from tests.conftest import run_cli
 from tests.docker_support import exec_call
-from tests.test_cli import answer
 
 
 def settings_for(server, tmp_path: Path, **more):

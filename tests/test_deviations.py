@@ -17,10 +17,10 @@ from oc_repl.errors import UsageError
 from oc_repl.events import ParseError
 from oc_repl.protocols.camel.protocol import CamelProtocol
 from oc_repl.types import Step
-from tests import test_hostile_calls as hostile
+from tests.cli.test_cli import answer, base_args
 from tests.conftest import ROOT, read_jsonl, run_cli
 from tests.fakeserver import call_text
-from tests.test_cli import answer, base_args
+from tests.protocols.camel import test_hostile_calls as hostile
 
 PROTOCOLS = ["camel-terminal-toolkit", "terminus-json", "terminus-xml", "raw"]
 # For each option of the table, a value that keeps its deviation on.

@@ -9,8 +9,8 @@ import jsonschema
 
 import oc_repl
 from oc_repl import events as ev
+from tests.cli.test_cli import HELLO, base_args
 from tests.conftest import run_cli
-from tests.test_cli import HELLO, base_args
 
 SCHEMA_FILE = Path(oc_repl.__file__).parent / "events.schema.json"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+from tests.cli.test_cli import answer
 from tests.conftest import run_cli
 from tests.docker_support import exec_call
-from tests.test_cli import answer
 
 
 def run_episode(serve, tmp_path, transcript, replies, *more):

@@ -19,9 +19,9 @@ from oc_repl.errors import UsageError
 from oc_repl.events import parse_event
 from oc_repl.plan import plan
 from oc_repl.session import Session
+from tests.cli.test_cli import answer, base_args, exec_call
 from tests.conftest import cli_env, default_sigint, run_cli
 from tests.fakeserver import call_text
-from tests.test_cli import answer, base_args, exec_call
 
 
 def events_of(path: Path) -> list:

@@ -14,8 +14,8 @@ import pytest
 from oc_repl.config import DOCTOR, FILE, FLAG, OPTIONS, RUN, TRIAL, Option, RunSettings, options_on, validate
 from oc_repl.errors import UsageError
 from oc_repl.sources import FILE_KEYS, KEY, load_file, to_data
+from tests.cli.test_cli import answer
 from tests.conftest import ROOT, cli_env, run_cli
-from tests.test_cli import answer
 
 # Options of the commands that are not settings.
 OWN = {

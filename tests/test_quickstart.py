@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.test_cli import answer, exec_call
 from tests.conftest import ROOT, cli_env, read_jsonl
 from tests.docker_support import IMAGE, docker_session
 from tests.fakeserver import call_text
-from tests.test_cli import answer, exec_call
-from tests.test_local_sandbox import CONFINE_OK, CONFINE_REASON
+from tests.sandbox.test_local_sandbox import CONFINE_OK, CONFINE_REASON
 
 QUICKSTART = ROOT / "examples" / "quickstart.sh"
 

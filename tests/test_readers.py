@@ -14,8 +14,8 @@ import pytest
 
 from oc_repl.bench.results import TRANSCRIPT, trial_dir, write_result
 from oc_repl.events import ThreadCompleted, ThreadStarted, TurnStarted, to_json
+from tests.bench.test_bench_stats import result, write_bench
 from tests.conftest import run_cli
-from tests.test_bench_stats import result, write_bench
 
 GOOD = to_json(TurnStarted(turn=1, max_turns=2)).encode()
 DEEP = b'{"type":"error","kind":"k","message":' + b"[" * 100_000 + b"]" * 100_000 + b"}"

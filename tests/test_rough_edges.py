@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.cli.test_cli import HELLO, base_args
 from tests.conftest import run_cli
-from tests.test_cli import HELLO, base_args
 
 
 def test_11_5_run_names_its_transcript_at_the_end_and_in_thread_completed(serve, tmp_path):

@@ -2,7 +2,7 @@
 
 Both terminals share it: PtyTerminal writes the bytes itself, TmuxTerminal hands the keys to tmux, and both count
 the bytes the shell must read before it may count as idle (see `Typed` in terminal.py). Checked byte for byte against
-tmux 3.3a (tests/test_pty_terminal.py).
+tmux 3.3a (tests/protocols/terminus/test_pty_terminal.py).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from oc_repl.protocols import create, data_dir
 from oc_repl.protocols.camel.protocol import CamelProtocol, serialise_tools, tool_responses
 from oc_repl.sandbox.local import LocalSandbox
 from oc_repl.types import Reply, Task, ToolCall
-from tests.test_camel_tools import A, M, N, call, own_directories_fixture, sandbox_fixture  # noqa: F401 (fixtures)
+from tests.protocols.camel.test_camel_tools import A, M, N, call, own_directories_fixture, sandbox_fixture  # noqa: F401 (fixtures)
 
 # --- argument errors ----------------------------------------------------------------------------------------------
 

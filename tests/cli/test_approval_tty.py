@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
+from tests.cli.test_repl_tmux import TmuxShell, answer, exec_call
 from tests.docker_support import write_call
-from tests.test_repl_tmux import TmuxShell, answer, exec_call
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 

@@ -29,7 +29,7 @@ from tests.docker_support import (
     wait_gone,
 )
 from tests.fakeserver import call_text
-from tests.test_docker_tasks import TASKS, run_task
+from tests.tasks.test_docker_tasks import TASKS, run_task
 
 
 @pytest.fixture(scope="module")
@@ -279,7 +279,7 @@ def test_a_verdict_mid_conversation_lists_what_runs_and_leaves_the_terminal_aliv
     from oc_repl.plan import plan
     from oc_repl.session import Session
     from tests.docker_support import IMAGE
-    from tests.test_terminus_cli import js
+    from tests.protocols.terminus.test_terminus_cli import js
 
     first = [js([("sleep 700 &\n", 0.5)]), js([], complete=True), js([], complete=True)]
     second = [js([("echo again > /workspace/again.txt\n", 0.5)]), js([], complete=True), js([], complete=True)]

@@ -32,7 +32,7 @@ from oc_repl.sandbox.docker import DockerImageSandbox  # noqa: E402
 from tests.camel_scenarios import SCENARIOS  # noqa: E402
 from tests.docker_support import IMAGE, docker_session  # noqa: E402
 from tests.harbor_support import TASK, started  # noqa: E402
-from tests.test_camel_tools import TERMINATED_EMPTY, builtin_tools  # noqa: E402
+from tests.protocols.camel.test_camel_tools import TERMINATED_EMPTY, builtin_tools  # noqa: E402
 
 pytestmark = pytest.mark.docker
 

@@ -16,7 +16,7 @@ import pytest
 from oc_repl.errors import SandboxError, UsageError
 from oc_repl.sandbox.limits import Limits
 from oc_repl.sandbox.local import LocalSandbox
-from tests.test_local_sandbox import CONFINE_OK, CONFINE_REASON, gone, processes_with, run, unique_sleep
+from tests.sandbox.test_local_sandbox import CONFINE_OK, CONFINE_REASON, gone, processes_with, run, unique_sleep
 
 pytestmark = pytest.mark.skipif(not CONFINE_OK, reason=f"no confinement here: {CONFINE_REASON}")
 
@@ -216,8 +216,8 @@ def test_a_directory_that_would_expose_the_host_is_refused(tmp_path: Path, monke
 
 
 def test_a_run_in_a_directory_that_would_expose_the_host_stops_before_the_model_is_asked(serve, tmp_path: Path):
+    from tests.cli.test_cli import HELLO, base_args
     from tests.conftest import cli_env, run_cli
-    from tests.test_cli import HELLO, base_args
 
     home = tmp_path / "home"
     home.mkdir()
@@ -313,10 +313,10 @@ def test_a_scripted_model_racing_links_and_probing_the_host_through_a_run_gets_n
     """The same attacks as a model makes them in `oc-repl run`: a swapper left running, 300 file writes through the
     swapped path in one reply, then a look for the host's secrets and sockets; nothing reaches the host, the
     transcript holds no secret, and the run goes on to its verdict."""
+    from tests.cli.test_cli import answer, base_args, exec_call
     from tests.conftest import cli_env, read_jsonl, run_cli
     from tests.fakemodel import calls_text
-    from tests.test_cli import answer, base_args, exec_call
-    from tests.test_tamper_docker import session_call
+    from tests.tasks.test_tamper_docker import session_call
 
     target = host_place / "target"
     target.mkdir()

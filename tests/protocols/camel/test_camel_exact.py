@@ -38,11 +38,11 @@ from oc_repl.protocols.templates import Templates, parse
 from tests.camel_scenarios import SCENARIOS
 from tests.conftest import ROOT, cli_env, read_jsonl, run_cli
 from tests.fakeserver import calls_text
-from tests.test_camel_tools import NO_OUTPUT, TERMINATED_EMPTY, M, N, builtin_tools
+from tests.protocols.camel.test_camel_tools import NO_OUTPUT, TERMINATED_EMPTY, M, N, builtin_tools
 
 PROTOCOL = "camel-terminal-toolkit"
 IMAGE = os.environ.get("OC_REPL_TEST_IMAGE", "oc-repl-test:bookworm")
-FIXTURE = Path(__file__).parent / "fixtures" / "openclaw"
+FIXTURE = ROOT / "tests" / "fixtures" / "openclaw"
 SLOW = os.environ.get("OC_REPL_SLOW_TESTS") == "1"
 
 # --- the synced assets ---------------------------------------------------------------------------------------------

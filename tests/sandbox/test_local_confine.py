@@ -17,7 +17,8 @@ import pytest
 from oc_repl.errors import SandboxError
 from oc_repl.sandbox import confine
 from oc_repl.sandbox.local import LocalSandbox
-from tests.test_local_sandbox import CONFINE_OK, CONFINE_REASON, gone, processes_with, run, unique_sleep
+from tests.conftest import ROOT
+from tests.sandbox.test_local_sandbox import CONFINE_OK, CONFINE_REASON, gone, processes_with, run, unique_sleep
 
 pytestmark = pytest.mark.skipif(not CONFINE_OK, reason=f"no confinement here: {CONFINE_REASON}")
 
@@ -50,8 +51,8 @@ def test_check_says_why_confinement_is_impossible(tmp_path: Path, monkeypatch: p
 def test_a_run_where_bubblewrap_fails_asks_for_no_confine_before_any_request(serve, tmp_path: Path):
     """bubblewrap starts while the client loads; its failure still stops the run before the model is asked, and
     --yes (consent to confined commands) is not taken as consent to unconfined ones."""
+    from tests.cli.test_cli import HELLO, base_args
     from tests.conftest import cli_env, run_cli
-    from tests.test_cli import HELLO, base_args
 
     env = {**cli_env(tmp_path), "PATH": f"{failing_bwrap(tmp_path)}:{os.environ['PATH']}"}
     server = serve({"replies": HELLO})
@@ -261,7 +262,7 @@ def start_client(tmp_path: Path, mode: str, nap: str) -> subprocess.Popen:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=ROOT,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert client.stdout is not None
@@ -286,7 +287,7 @@ def test_bubblewrap_ends_even_when_nobody_waited_for_it_to_start(tmp_path: Path,
             "import os, signal, sys\nfrom pathlib import Path\nfrom oc_repl.sandbox.confine import Confinement\n"
             "Confinement(Path(sys.argv[1]), network=False)\nos.kill(os.getpid(), signal.SIGKILL)"
         )
-        subprocess.run([sys.executable, "-c", code, str(root)], cwd=Path(__file__).resolve().parent.parent, timeout=60)
+        subprocess.run([sys.executable, "-c", code, str(root)], cwd=ROOT, timeout=60)
     assert gone(str(root), within=20), processes_with(str(root))
 
 

@@ -34,7 +34,7 @@ from tests.docker_support import (
     wait_gone,
     write_call,
 )
-from tests.test_camel_tools import NO_OUTPUT, STILL_RUNNING, TERMINATED_EMPTY, M, N, builtin_tools
+from tests.protocols.camel.test_camel_tools import NO_OUTPUT, STILL_RUNNING, TERMINATED_EMPTY, M, N, builtin_tools
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +161,7 @@ def test_huge_output_is_capped_at_capture(docker_client: Any):
     script = f"""
 import json, resource, time
 from oc_repl.sandbox.docker import DockerImageSandbox
-from tests.test_camel_tools import builtin_tools
+from tests.protocols.camel.test_camel_tools import builtin_tools
 box = DockerImageSandbox.from_spec({IMAGE!r})
 try:
     tools = builtin_tools(box)

@@ -14,8 +14,8 @@ from oc_repl.protocols.terminus.protocol import TerminusJson
 from oc_repl.protocols.terminus.pty_terminal import PtyTerminal
 from tests.conftest import ROOT, cli_env, run_cli
 from tests.docker_support import IMAGE, docker_session
-from tests.test_pty_terminal import check_dashes_and_long_keys, check_typed_ahead, opened, play
-from tests.test_terminus_cli import js, xml
+from tests.protocols.terminus.test_pty_terminal import check_dashes_and_long_keys, check_typed_ahead, opened, play
+from tests.protocols.terminus.test_terminus_cli import js, xml
 
 TASKS = ROOT / "examples" / "tasks"
 pytestmark = pytest.mark.docker

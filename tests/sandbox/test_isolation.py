@@ -13,9 +13,9 @@ import pytest
 
 from oc_repl.config import validate
 from oc_repl.errors import UsageError
+from tests.cli.test_cli import answer, base_args
 from tests.conftest import cli_env, default_sigint, read_jsonl, run_cli
-from tests.test_cli import answer, base_args
-from tests.test_local_confine import failing_bwrap
+from tests.sandbox.test_local_confine import failing_bwrap
 
 DONE = [answer("Nothing to do.")]
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from oc_repl.protocols import data_dir
-from tests.conftest import cli_env, read_jsonl, run_cli
+from tests.conftest import ROOT, cli_env, read_jsonl, run_cli
 
-FIXTURE = Path(__file__).parent / "fixtures" / "openclaw"
+FIXTURE = ROOT / "tests" / "fixtures" / "openclaw"
 FOUR = ["camel-terminal-toolkit", "terminus-json", "terminus-xml", "raw"]
 TOOLS = ["shell_exec", "shell_view", "shell_write_to_process", "shell_write_content_to_file"]
 # The hashes reference/protocols.md gives for terminal-bench 0.2.18's templates, those of the texts the sync derives
@@ -173,7 +173,7 @@ def _no_temp_files(folder: Path) -> None:
 
 
 def test_sync_terminus_templates_from_the_package_index(serve, tmp_path):
-    from tests.test_terminus_exact import _sync
+    from tests.protocols.terminus.test_terminus_exact import _sync
 
     _sync(tmp_path)
     stored = {key: sha((upstream(tmp_path) / key).read_bytes()) for key in TERMINUS_SHA256}

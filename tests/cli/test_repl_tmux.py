@@ -265,7 +265,7 @@ def test_a_closed_terminal_ends_the_shell_at_its_prompt(tmp_path, serve, attempt
     """tmux going away hangs up the terminal and signals the shell, here just as its next prompt is drawn: the prompt
     ends and the shell cleans up and leaves. (An exception raised inside prompt_toolkit's event loop once left a
     shell cancelling tasks for ever; that took a loaded machine and a few runs to show.)"""
-    from tests.test_local_sandbox import gone
+    from tests.sandbox.test_local_sandbox import gone
 
     server = serve({"replies": [answer("hello")]})
     sh = TmuxShell(tmp_path, server.url)

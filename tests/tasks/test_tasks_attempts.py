@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from tests.bench_scripts import TASKS, solution
+from tests.cli.test_cli import answer
 from tests.conftest import run_cli
 from tests.docker_support import IMAGE, completed_commands, docker_session, events_of, exec_call
-from tests.test_cli import answer
-from tests.test_docker_tasks import gone
+from tests.tasks.test_docker_tasks import gone
 
 
 @pytest.fixture(scope="module")

@@ -15,12 +15,12 @@ from oc_repl.events import ParseError
 from oc_repl.protocols.camel.protocol import CamelProtocol
 from oc_repl.sandbox.local import LocalSandbox
 from oc_repl.types import Step, Task
+from tests.cli.test_cli import answer, base_args
 from tests.client_support import sse_chunk
 from tests.conftest import read_jsonl, run_cli
 from tests.docker_support import IMAGE, docker_client_fixture  # noqa: F401 (a fixture)
 from tests.fakeserver import call_text
-from tests.test_camel_tools import A, M
-from tests.test_cli import answer, base_args
+from tests.protocols.camel.test_camel_tools import A, M
 
 DOCKER = pytest.param(f"docker-image:{IMAGE}", marks=pytest.mark.docker, id="docker")
 

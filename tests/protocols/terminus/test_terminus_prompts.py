@@ -29,7 +29,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-from tests.test_terminus_parsers import BUILTIN, MJ, MX, OK, XML_OK
+from tests.protocols.terminus.test_terminus_parsers import BUILTIN, MJ, MX, OK, XML_OK
 
 # --- think blocks, the prompts, the output limit -----------------------------------------------------------------
 
@@ -118,7 +118,7 @@ def test_manifest_hashes(name: str) -> None:
 def test_every_parser_template_is_reachable() -> None:
     """Each parser text in the specs is produced by some reply above, except the not-an-object error: the scan only
     ever hands the decoder a `{…}`, in upstream's parser as here."""
-    from tests.test_terminus_upstream import corpus
+    from tests.protocols.terminus.test_terminus_upstream import corpus
 
     seen: set[str] = set()
     for fmt, parse_reply in (("json", parse_json), ("xml", parse_xml)):

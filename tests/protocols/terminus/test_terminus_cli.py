@@ -183,7 +183,9 @@ def test_the_local_pane_ignores_the_users_tmux_config_and_shell(serve, tmp_path)
 
 
 def test_9_4_typed_ahead_replies_show_what_an_exact_wait_shows(serve, tmp_path):
-    from tests.test_pty_terminal import SLOW_PROMPT  # a prompt that looks idle a second before the shell reads
+    from tests.protocols.terminus.test_pty_terminal import (
+        SLOW_PROMPT,  # a prompt that looks idle a second before the shell reads
+    )
 
     two = {"analysis": "a", "plan": "p", "commands": [{"keystrokes": f"echo {x}\n", "duration": 3.0} for x in "ab"]}
     replies = [

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from tests.bench_scripts import TASKS, solution
+from tests.cli.test_cli import answer
 from tests.conftest import run_cli
 from tests.docker_support import docker_session, events_of, exec_call
-from tests.test_cli import answer
 
 
 @pytest.fixture(scope="module")

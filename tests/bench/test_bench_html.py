@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from oc_repl.bench.results import TRANSCRIPT, trial_dir
+from tests.bench.test_bench_stats import cell_results, write_bench
+from tests.cli.test_cli import answer
 from tests.conftest import run_cli
 from tests.docker_support import exec_call
-from tests.test_bench_stats import cell_results, write_bench
-from tests.test_cli import answer
 
 CHROMIUM = os.environ.get("OC_REPL_CHROMIUM", "/usr/bin/chromium")
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]

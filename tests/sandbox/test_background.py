@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from oc_repl.sandbox.local import LocalSandbox
-from tests.test_local_sandbox import sandbox  # noqa: F401 (the fixture, confined and not)
+from tests.sandbox.test_local_sandbox import sandbox  # noqa: F401 (the fixture, confined and not)
 
 KEYS = (signal.SIGINT, signal.SIGQUIT)
 

@@ -159,7 +159,7 @@ def test_the_live_view_shows_the_hidden_command_and_what_it_printed(serve, tmp_p
 
 
 def test_an_edited_file_write_is_declined(serve, tmp_path):
-    from tests.test_approval import completed_items, session_for
+    from tests.cli.test_approval import completed_items, session_for
 
     server = serve({"replies": [write_call("x", "a.txt"), answer("ok")]})
     events: list = []

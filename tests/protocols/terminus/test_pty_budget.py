@@ -1,6 +1,6 @@
 """What a pty terminal's screen costs the client: megabytes of escape sequences from the model's commands are drawn
-within a bounded CPU time, and the model still sees how their output ended (tests/test_pty_terminal.py holds the
-screens of ordinary output against tmux's)."""
+within a bounded CPU time, and the model still sees how their output ended (test_pty_terminal.py beside this file
+holds the screens of ordinary output against tmux's)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from benchmarks.pty_render import cpu_seconds, mixed_escapes
 from oc_repl.protocols.terminus.pty_terminal import PtyTerminal
-from tests import test_pty_terminal
+from tests.protocols.terminus import test_pty_terminal
 
 box, pty = test_pty_terminal.box, test_pty_terminal.pty  # the fixtures: a local sandbox, a pty terminal in it
 

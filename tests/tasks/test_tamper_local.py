@@ -3,10 +3,10 @@ what it left running is stopped before the verifier."""
 
 from __future__ import annotations
 
+from tests.cli.test_cli import answer, base_args, exec_call
 from tests.conftest import run_cli
 from tests.docker_support import events_of
-from tests.test_cli import answer, base_args, exec_call
-from tests.test_tamper_docker import WATCHER, session_call
+from tests.tasks.test_tamper_docker import WATCHER, session_call
 
 CONFTEST = "printf 'def pytest_collection_modifyitems(items):\\n    items.clear()\\n' > conftest.py"
 

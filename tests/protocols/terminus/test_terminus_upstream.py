@@ -34,7 +34,7 @@ from oc_repl.protocols.terminus.tmux import Terminal
 from oc_repl.protocols.terminus.upstream import Upstream, loaded
 from oc_repl.types import Reply, Task
 from tests import upstream_terminus as tb
-from tests.test_terminus_parsers import BUILTIN, JSON_CASES, LS, OK, XML_CASES, XML_OK, reply, xml
+from tests.protocols.terminus.test_terminus_parsers import BUILTIN, JSON_CASES, LS, OK, XML_CASES, XML_OK, reply, xml
 
 PARSERS = {"json": parse_json, "xml": parse_xml}
 THINK = "<think>\n\n</think>\n\n"
