@@ -53,7 +53,7 @@ def bench_script(plan: dict[tuple[str, str], str]) -> dict:
     return {"routes": [route(TASKS / task, protocol, plays) for (task, protocol), plays in plan.items()]}
 
 
-# The acceptance plan: what every trial of `bench examples/tasks -k 3` does, and so what the table must say.
+# The plan: what every trial of `bench examples/tasks -k 3` does, and so what the table must say.
 PLAN = {
     ("count-words", CAMEL): "bgb",  # one of three
     ("count-words", TERMINUS): "bad",

@@ -24,7 +24,7 @@ def settings_for(server, tmp_path: Path, **more):
     return Settings(api_base=server.url, sandbox=f"local:{work}", yes=True, retries=0, **more)
 
 
-def test_13_4_importing_oc_repl_stays_light_and_exports_resolve():
+def test_importing_oc_repl_stays_light_and_exports_resolve():
     code = (
         "import sys, oc_repl\n"
         "heavy = {'docker', 'rich', 'pydantic', 'httpx', 'openai'}\n"
@@ -40,7 +40,7 @@ def test_13_4_importing_oc_repl_stays_light_and_exports_resolve():
         oc_repl.no_such_thing  # noqa: B018
 
 
-def test_13_4_run_task_returns_a_typed_result_and_streams_typed_events(serve, tmp_path):
+def test_run_task_returns_a_typed_result_and_streams_typed_events(serve, tmp_path):
     from oc_repl import Status, run_task
     from oc_repl.events import ItemCompleted, ThreadCompleted, ThreadStarted, VerifyCompleted
 
@@ -59,7 +59,7 @@ def test_13_4_run_task_returns_a_typed_result_and_streams_typed_events(serve, tm
     assert (tmp_path / "w" / "hello.txt").read_text() == "hi\n"
 
 
-def test_13_4_iter_events_runs_in_a_child_and_yields_typed_events(serve, tmp_path):
+def test_iter_events_runs_in_a_child_and_yields_typed_events(serve, tmp_path):
     from oc_repl import iter_events
 
     server = serve({"replies": [exec_call("echo from-child"), answer("Seen.")]})
@@ -70,7 +70,7 @@ def test_13_4_iter_events_runs_in_a_child_and_yields_typed_events(serve, tmp_pat
     assert commands[0].aggregated_output == "from-child\n"
 
 
-def test_13_4_iter_events_says_why_a_run_did_not_start(serve, tmp_path):
+def test_iter_events_says_why_a_run_did_not_start(serve, tmp_path):
     from oc_repl import iter_events
 
     server = serve({"replies": [answer("never asked")]})
@@ -79,7 +79,7 @@ def test_13_4_iter_events_says_why_a_run_did_not_start(serve, tmp_path):
     assert server.chat_requests() == []
 
 
-def test_13_4_leaving_iter_events_early_stops_the_run_and_its_commands(serve, tmp_path):
+def test_leaving_iter_events_early_stops_the_run_and_its_commands(serve, tmp_path):
     from oc_repl import iter_events
 
     marker = "sleep 37.125"
@@ -108,7 +108,7 @@ def test_13_4_leaving_iter_events_early_stops_the_run_and_its_commands(serve, tm
         (["--verify", "true", "--sandbox", "local:.", "--yes"], "starts afresh"),
     ],
 )
-def test_13_2_attempts_need_a_verifier_and_a_fresh_sandbox(serve, tmp_path, extra, told):
+def test_attempts_need_a_verifier_and_a_fresh_sandbox(serve, tmp_path, extra, told):
     server = serve({"replies": [answer("never asked")]})
     proc = run_cli(["run", "--api-base", server.url, "--attempts", "2", *extra, "do it"], tmp_path)
     assert proc.returncode == 2 and told in " ".join(proc.stderr.split())

@@ -24,7 +24,7 @@ def suite(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_12_suite_prints_each_figure_beside_its_baseline_and_lists_what_it_skipped():
+def test_suite_prints_each_figure_beside_its_baseline_and_lists_what_it_skipped():
     proc = suite("--quick", "--markdown", "--only", "output_memory,harbor_concurrency")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     table = proc.stdout.split("== figures", 1)[1]
@@ -36,7 +36,7 @@ def test_12_suite_prints_each_figure_beside_its_baseline_and_lists_what_it_skipp
     assert "skipped: harbor_concurrency: Harbor's virtualenv was not given" in proc.stdout
 
 
-def test_12_a_benchmark_that_fails_fails_the_suite_and_one_that_cannot_run_is_skipped(tmp_path):
+def test_a_benchmark_that_fails_fails_the_suite_and_one_that_cannot_run_is_skipped(tmp_path):
     mini = tmp_path / "mini-venv"
     (mini / "bin").mkdir(parents=True)
     (mini / ".installed").write_text("")
@@ -67,7 +67,7 @@ raw call by call (median ms): exec_create 1.00, exec_start 2.00, exec_inspect 3.
 """
 
 
-def test_12_docker_exec_medians_are_read_from_either_printout():
+def test_docker_exec_medians_are_read_from_either_printout():
     rows = {r.figure: r for r in docker_exec(DOCKER_EXEC)}
     assert rows["sandbox (median)"].value == 4.24 and rows["sandbox (median)"].base_value == 65.55
     assert rows["sandbox (median)"].met is True and rows["exec-each (median)"].met is None
@@ -77,7 +77,7 @@ def test_12_docker_exec_medians_are_read_from_either_printout():
     assert docker_exec("Traceback (most recent call last):\n") == []
 
 
-def test_12_bench_trials_figures_are_read_from_its_printout():
+def test_bench_trials_figures_are_read_from_its_printout():
     text = (
         "trial overhead (-j 1): bench 1.23 s/trial (a trial's own process: 0.90 s) vs\n"
         "  docker CLI by hand 1.00 s/trial: ratio 1.23x\n"

@@ -45,14 +45,14 @@ def test_codex_shapes_of_the_shared_events():
     assert {"id", "type", "command", "aggregated_output", "exit_code", "status"} <= set(item)
 
 
-def test_10_2_characters_that_break_lines_for_splitlines_stay_inside_one_line():
+def test_characters_that_break_lines_for_splitlines_stay_inside_one_line():
     text = "a\x85b\u2028c\u2029d\x1ce\x0bf"  # what a model may write; str.splitlines breaks at each of them
     line = ev.to_json(ev.ItemCompleted(item=ev.AgentMessage(id="x", text=text)))
     assert line.splitlines() == [line]
     assert ev.parse_event(line).item.text == text
 
 
-def test_10_2_a_lone_surrogate_still_makes_one_valid_line():
+def test_a_lone_surrogate_still_makes_one_valid_line():
     line = ev.to_json(ev.ItemCompleted(item=ev.AgentMessage(id="x", text="echo \ud800 é")))
     line.encode("utf-8")  # writable as UTF-8
     assert ev.parse_event(line).item.text == "echo \ud800 é"

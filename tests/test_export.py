@@ -17,7 +17,7 @@ def run_episode(serve, tmp_path, transcript, replies, *more):
     return proc, server
 
 
-def test_13_5_an_episode_is_the_exact_requests_and_replies(serve, tmp_path):
+def test_an_episode_is_the_exact_requests_and_replies(serve, tmp_path):
     transcript = tmp_path / "t.jsonl"
     replies = [exec_call("echo hi > f.txt"), answer("Made it.")]
     proc, server = run_episode(serve, tmp_path, transcript, replies, "--verify", "test -f f.txt")
@@ -43,7 +43,7 @@ def test_13_5_an_episode_is_the_exact_requests_and_replies(serve, tmp_path):
     assert meta["task"] == "make a file" and meta["transcript"] == str(transcript)
 
 
-def test_13_5_every_episode_of_a_transcript_and_a_cut_last_line(serve, tmp_path):
+def test_every_episode_of_a_transcript_and_a_cut_last_line(serve, tmp_path):
     transcript = tmp_path / "t.jsonl"
     for text in ("one", "two"):
         proc, _ = run_episode(serve, tmp_path, transcript, [answer(text)])  # appended to the same transcript
@@ -57,7 +57,7 @@ def test_13_5_every_episode_of_a_transcript_and_a_cut_last_line(serve, tmp_path)
     assert answers == ["one", "two"]
 
 
-def test_13_5_nothing_to_export_is_an_error(tmp_path):
+def test_nothing_to_export_is_an_error(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     out = run_cli(["export", str(empty)], tmp_path)

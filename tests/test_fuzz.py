@@ -1,4 +1,4 @@
-"""Issue 10's fuzz test: the whole Session, driven by random server bodies and random model texts, for every protocol.
+"""The whole Session, driven by random server bodies and random model texts, for every protocol.
 
 Whatever arrives (valid and broken JSON, SSE fragments, odd types, huge and non-UTF-8 strings, tool-call and reply
 markup in every shape), a run ends with one of the documented exit codes, never 70, and its transcript parses line by

@@ -109,7 +109,7 @@ def test_the_quick_start_never_writes_outside_its_sandbox(where, serve, tmp_path
     assert len(requests) == 4 and str(in_home) in str(requests[2]["body"]["messages"])
 
 
-def test_11_2_the_quick_start_stops_when_no_sandbox_can_hold_the_model(serve, tmp_path, outside_home):
+def test_the_quick_start_stops_when_no_sandbox_can_hold_the_model(serve, tmp_path, outside_home):
     """Neither docker nor bubblewrap: a clear stop before any model call, never an unconfined run."""
     server = serve({"replies": [answer("never asked")]})
     bin_dir = tmp_path / "bin"  # this PATH hides bwrap: the confinement cannot start

@@ -46,7 +46,7 @@ def pytest_summary(tmp_path: Path, source: str) -> str:
     return proc.stdout
 
 
-def test_11_3_the_summary_counts_skips_by_what_they_need_and_names_the_fix(tmp_path):
+def test_the_summary_counts_skips_by_what_they_need_and_names_the_fix(tmp_path):
     out = pytest_summary(tmp_path, SKIPPING)
     assert "= skipped: 6, by what they need =" in out
     lines = out.splitlines()
@@ -63,6 +63,6 @@ def test_11_3_the_summary_counts_skips_by_what_they_need_and_names_the_fix(tmp_p
     assert out.index("docker tests skipped") < out.index("1 passed, 6 skipped")
 
 
-def test_11_3_no_skips_still_says_how_many_docker_tests_were_skipped(tmp_path):
+def test_no_skips_still_says_how_many_docker_tests_were_skipped(tmp_path):
     out = pytest_summary(tmp_path, "def test_runs():\n    pass\n")
     assert "= skipped: 0 =" in out and "docker tests skipped: 0" in out.splitlines()

@@ -49,7 +49,7 @@ def table_rows(text: str) -> dict[str, list[str]]:
 
 
 @pytest.mark.timeout(900)
-def test_13_bench_numbers_are_what_the_scripts_imply(serve, tmp_path):
+def test_bench_numbers_are_what_the_scripts_imply(serve, tmp_path):
     server = serve(bench_script(PLAN))
     out = tmp_path / "out"
     command = ["bench", "examples/tasks", "-k", "3", "--protocol", f"{CAMEL},{TERMINUS}", "-j", "4"]
@@ -126,7 +126,7 @@ def conversations(server: Any) -> int:
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["kill", "term"])
-def test_13_bench_killed_mid_way_finishes_only_the_missing_trials(serve, tmp_path, stop):
+def test_bench_killed_mid_way_finishes_only_the_missing_trials(serve, tmp_path, stop):
     server = serve(bench_script(RESUME_PLAN))
     out = tmp_path / "out"
     tasks = [str(ROOT / "examples/tasks/write-greeting"), str(ROOT / "examples/tasks/count-words")]
@@ -180,7 +180,7 @@ def test_13_bench_killed_mid_way_finishes_only_the_missing_trials(serve, tmp_pat
     assert rows[CAMEL][:3] == ["2", "4", "2"] and rows[TERMINUS][:3] == ["2", "4", "2"]
 
 
-def test_13_bench_a_task_whose_image_cannot_be_built_is_build_error_and_tried_again(serve, tmp_path):
+def test_bench_a_task_whose_image_cannot_be_built_is_build_error_and_tried_again(serve, tmp_path):
     task = tmp_path / "unbuildable"
     shutil.copytree(ROOT / "examples" / "tasks" / "count-words", task)
     (task / "environment" / "Dockerfile").write_text("FROM oc-repl-no-such-base:never\n")

@@ -65,7 +65,7 @@ def bench_dir(serve, tmp_path: Path) -> Path:
     return out
 
 
-def test_13_3_the_html_report_opens_offline_with_its_figures_table_and_links(browser, bench_dir, tmp_path):
+def test_the_html_report_opens_offline_with_its_figures_table_and_links(browser, bench_dir, tmp_path):
     report = tmp_path / "elsewhere" / "report.html"
     proc = run_cli(["bench", "report", str(bench_dir), "--html", str(report)], tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr

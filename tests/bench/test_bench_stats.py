@@ -30,11 +30,11 @@ from tests.conftest import ROOT, cli_env, run_cli
         (4, 4, 1, Fraction(1)),
     ],
 )
-def test_13_3_pass_at_k_is_the_unbiased_estimator(n, c, k, expected):
+def test_pass_at_k_is_the_unbiased_estimator(n, c, k, expected):
     assert pass_at_k(n, c, k) == pytest.approx(float(expected), abs=1e-12)
 
 
-def test_13_3_pass_at_k_is_the_chance_that_k_of_the_n_trials_include_a_resolved_one():
+def test_pass_at_k_is_the_chance_that_k_of_the_n_trials_include_a_resolved_one():
     for n in range(1, 7):
         for c in range(n + 1):
             trials = [True] * c + [False] * (n - c)
@@ -43,7 +43,7 @@ def test_13_3_pass_at_k_is_the_chance_that_k_of_the_n_trials_include_a_resolved_
                 assert pass_at_k(n, c, k) == pytest.approx(sum(map(any, subsets)) / len(subsets), abs=1e-12)
 
 
-def test_13_3_pass_at_k_refuses_k_beyond_the_trials():
+def test_pass_at_k_refuses_k_beyond_the_trials():
     with pytest.raises(ValueError):
         pass_at_k(2, 1, 3)
 
@@ -67,11 +67,11 @@ def test_13_3_pass_at_k_refuses_k_beyond_the_trials():
         (Status.BUILD_ERROR, False, "build_error"),
     ],
 )
-def test_13_3_failure_modes_come_from_the_outcome(status, timed_out, mode):
+def test_failure_modes_come_from_the_outcome(status, timed_out, mode):
     assert status.failure_mode(timed_out) == mode
 
 
-def test_13_3_every_outcome_but_an_interruption_has_a_failure_mode():
+def test_every_outcome_but_an_interruption_has_a_failure_mode():
     modes = {s.failure_mode() for s in Status if s is not Status.INTERRUPTED}
     assert modes <= set(FAILURE_MODES)
     with pytest.raises(ValueError):
@@ -102,7 +102,7 @@ def cell_results() -> list[TrialResult]:
     ]
 
 
-def test_13_3_protocol_table_from_trials():
+def test_protocol_table_from_trials():
     summary = summarize(cell_results(), ["q", "p"])
     q, p = summary.protocols
     assert (q.protocol, p.protocol) == ("q", "p")  # in the order asked for
@@ -117,7 +117,7 @@ def test_13_3_protocol_table_from_trials():
     assert p.failure_modes == {"resolved": 4, "unresolved": 5}
 
 
-def test_13_3_paired_comparison_names_flips_and_brackets_the_difference():
+def test_paired_comparison_names_flips_and_brackets_the_difference():
     summary = summarize(cell_results(), ["p", "q"])
     (c,) = summary.comparisons
     assert (c.baseline, c.other, c.tasks) == ("p", "q", 3)
@@ -137,7 +137,7 @@ def write_bench(out: Path, results: list[TrialResult]) -> None:
     (out / "bench.json").write_text(json.dumps(plan))
 
 
-def test_13_3_result_json_round_trips_and_is_written_whole(tmp_path):
+def test_result_json_round_trips_and_is_written_whole(tmp_path):
     r = result("a", "p", 1, True, assets=[{"name": "system.txt", "sha256": "0" * 64, "source": "built-in"}])
     write_result(tmp_path, r)
     assert read_result(tmp_path) == r
@@ -146,7 +146,7 @@ def test_13_3_result_json_round_trips_and_is_written_whole(tmp_path):
     assert read_result(tmp_path) is None
 
 
-def test_13_3_bench_report_prints_the_table_and_json(tmp_path):
+def test_bench_report_prints_the_table_and_json(tmp_path):
     out = tmp_path / "b"
     write_bench(out, [r for r in cell_results() if not (r.task == "c" and r.protocol == "q" and r.attempt == 3)])
     text = run_cli(["bench", "report", str(out)], tmp_path)
@@ -165,12 +165,12 @@ def test_13_3_bench_report_prints_the_table_and_json(tmp_path):
     assert data["protocols"][0]["pass_at"]["2"] == pytest.approx((1 + 2 / 3 + 0) / 3)
 
 
-def test_13_3_bench_report_of_an_empty_dir_is_a_usage_error(tmp_path):
+def test_bench_report_of_an_empty_dir_is_a_usage_error(tmp_path):
     proc = run_cli(["bench", "report", str(tmp_path)], tmp_path)
     assert proc.returncode == 2 and "no finished trial" in proc.stderr
 
 
-def test_13_3_result_fields_are_those_the_issue_lists():
+def test_result_fields_are_those_the_issue_lists():
     fields = set(asdict(result("a", "p", 1, True)))
     wanted = {"task", "protocol", "attempt", "outcome", "failure_mode", "tests_passed", "tests_total", "turns"}
     wanted |= {"tokens_in", "tokens_out", "parse_errors", "tool_calls_native", "tool_calls_salvaged", "wall_time_s"}
@@ -186,13 +186,13 @@ def test_13_3_result_fields_are_those_the_issue_lists():
         (["--protocol", "camel-terminal-toolkit,no-such"], "unknown protocol no-such"),
     ],
 )
-def test_13_3_bench_refuses_what_it_sets_per_trial(tmp_path, extra, told):
+def test_bench_refuses_what_it_sets_per_trial(tmp_path, extra, told):
     proc = run_cli(["bench", str(ROOT / "examples" / "tasks"), "--out", str(tmp_path / "o"), *extra], tmp_path)
     assert proc.returncode == 2 and told in " ".join(proc.stderr.split())
     assert not (tmp_path / "o").exists()
 
 
-def test_13_3_bench_without_a_daemon_is_one_clear_error(tmp_path):
+def test_bench_without_a_daemon_is_one_clear_error(tmp_path):
     env = {**cli_env(tmp_path), "DOCKER_HOST": "unix:///nonexistent.sock"}
     proc = run_cli(["bench", str(ROOT / "examples" / "tasks"), "--out", str(tmp_path / "o")], tmp_path, env=env)
     assert proc.returncode == 6 and "DOCKER_HOST=unix:///nonexistent.sock" in " ".join(proc.stderr.split())

@@ -78,7 +78,7 @@ def test_terminus_keystrokes_are_asked_before_they_are_typed(serve, tmp_path):
     assert (work / "instead.txt").exists()
 
 
-def test_10_16_refusals_are_declined_and_edits_are_recorded_as_run(serve, tmp_path):
+def test_refusals_are_declined_and_edits_are_recorded_as_run(serve, tmp_path):
     calls = [
         ("shell_exec", {"id": "a", "command": "touch first.txt", "block": True, "timeout": None}),
         ("shell_exec", {"id": "b", "command": "touch second.txt", "block": True, "timeout": None}),
@@ -103,7 +103,7 @@ def test_10_16_refusals_are_declined_and_edits_are_recorded_as_run(serve, tmp_pa
     assert (work / "edited.txt").exists() and not (work / "second.txt").exists()
 
 
-def test_10_14_only_the_models_actions_are_asked_about(serve, tmp_path, monkeypatch):
+def test_only_the_models_actions_are_asked_about(serve, tmp_path, monkeypatch):
     """The pty terminal starts its own shell in the sandbox: that is plumbing, never put to the person watching."""
     monkeypatch.setenv("OC_REPL_TERMINAL", "pty")
     reply = {"text": json.dumps({"analysis": "a", "plan": "p", "commands": [], "task_complete": True})}

@@ -258,7 +258,7 @@ def test_sigint_mid_command_exits_130_and_kills_the_command(serve, tmp_path):
     assert not subprocess.run(["pgrep", "-f", marker], capture_output=True).stdout
 
 
-def test_12_a_one_shot_run_imports_only_what_it_needs(serve, tmp_path):
+def test_a_one_shot_run_imports_only_what_it_needs(serve, tmp_path):
     """The path from `oc-repl run` to its answer loads no validation library, docker SDK, shell or terminal emulator."""
     server = serve({"replies": [answer("ok")]})
     argv = [sys.executable, "-X", "importtime", "-m", "oc_repl", *base_args(server, tmp_path / "w", "hi")]

@@ -229,7 +229,7 @@ def test_bad_commands_are_errors_not_crashes(shell):
     sh.wait_for("oc-repl-exit-status=0")
 
 
-def test_10_15_ctrl_d_at_the_approval_prompt_declines(tmp_path, serve):
+def test_ctrl_d_at_the_approval_prompt_declines(tmp_path, serve):
     server = serve({"replies": [exec_call("echo never > c.txt"), answer("went on")]})
     sh = TmuxShell(tmp_path, server.url)
     try:
@@ -244,7 +244,7 @@ def test_10_15_ctrl_d_at_the_approval_prompt_declines(tmp_path, serve):
         sh.close()
 
 
-def test_10_10_sigterm_to_the_shell_cleans_up_and_leaves(shell):
+def test_sigterm_to_the_shell_cleans_up_and_leaves(shell):
     marker = "sleep 77.5"
     start = {"text": call_text("shell_exec", {"id": "bg", "command": marker, "block": False, "timeout": None})}
     sh = shell({"replies": [start, answer("started it")]})
@@ -277,7 +277,7 @@ def test_a_closed_terminal_ends_the_shell_at_its_prompt(tmp_path, serve, attempt
     assert transcript.read_text().endswith("\n")  # closed whole
 
 
-def test_11_5_a_failed_sandbox_switch_keeps_the_working_sandbox(shell):
+def test_a_failed_sandbox_switch_keeps_the_working_sandbox(shell):
     sh = shell({"replies": [exec_call("pwd > where.txt"), answer("noted")]})
     sh.type_line("/sandbox docker:oc-repl-no-such-container")
     sh.wait_for("error:")
@@ -288,7 +288,7 @@ def test_11_5_a_failed_sandbox_switch_keeps_the_working_sandbox(shell):
     assert "· local:" in sh.screen().splitlines()[-1] or "local:" in sh.screen()
 
 
-def test_11_5_an_interrupt_ends_on_its_own_line_and_counts_are_per_task(shell):
+def test_an_interrupt_ends_on_its_own_line_and_counts_are_per_task(shell):
     sh = shell({"replies": [exec_call("echo one"), answer("first"), exec_call("sleep 97.5", timeout=300), answer("x")]})
     sh.type_line("first task")
     sh.wait_for("first")
@@ -302,7 +302,7 @@ def test_11_5_an_interrupt_ends_on_its_own_line_and_counts_are_per_task(shell):
     assert "tool calls 1 native" in screen.split("■ interrupted")[1]
 
 
-def test_11_5_a_slow_model_shows_a_spinner_with_the_seconds(shell):
+def test_a_slow_model_shows_a_spinner_with_the_seconds(shell):
     sh = shell({"replies": [{**answer("slow answer"), "delay": 3}]})
     sh.type_line("take your time")
     sh.wait_for("waiting for the model")
@@ -310,7 +310,7 @@ def test_11_5_a_slow_model_shows_a_spinner_with_the_seconds(shell):
     assert "waiting for the model" not in sh.screen().split("slow answer")[-1]
 
 
-def test_11_5_after_ctrl_c_the_model_is_told_and_the_partial_output_is_shown(shell):
+def test_after_ctrl_c_the_model_is_told_and_the_partial_output_is_shown(shell):
     sh = shell({"replies": [exec_call("echo partial-9431; sleep 96.75", timeout=300), answer("understood")]})
     sh.type_line("start something long")
     sh.wait_for("sleep 96.75")

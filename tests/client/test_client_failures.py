@@ -215,10 +215,10 @@ def test_script_exhausted_is_a_server_error(run):
         r.complete({})
 
 
-# --- issue 12: start-up and per-turn cost -------------------------------------------------------------------
+# --- start-up and per-turn cost -------------------------------------------------------------------------
 
 
-def test_12_client_import_is_cheap():
+def test_client_import_is_cheap():
     code = (
         "import sys\nfrom oc_repl.client.chat import ChatClient\n"
         "heavy = lambda: sorted(m for m in ('openai', 'pydantic', 'httpx') if m in sys.modules)\n"
@@ -229,14 +229,14 @@ def test_12_client_import_is_cheap():
     assert out.splitlines() == ["[]", "[]", "['httpx']"]  # httpx loads when the client connects, never the SDKs
 
 
-def test_12_turns_reuse_one_connection(run):
+def test_turns_reuse_one_connection(run):
     r = run({"flavour": "vllm", "cycle": True, "replies": [{"text": call_text("shell_exec", LS)}]})
     for options in ({"tools": TOOLS}, {"tools": TOOLS, "stream": False}, {"tools": TOOLS}):
         assert r.complete(options).tool_calls
     assert len({q["client_port"] for q in r.server.requests}) == 1
 
 
-def test_12_streamed_turn_starts_no_thread(tmp_path):
+def test_streamed_turn_starts_no_thread(tmp_path):
     with _served({"chunk_chars": 1, "replies": [{"text": "x" * 20, "keepalive": 0.3}]}, tmp_path) as url:
         client = ChatClient(url, "k", "m", idle_timeout=5)
         before = set(threading.enumerate())
@@ -245,7 +245,7 @@ def test_12_streamed_turn_starts_no_thread(tmp_path):
     assert reply.content == "x" * 20 and during and during <= before
 
 
-def test_12_history_arguments_are_checked_once():
+def test_history_arguments_are_checked_once():
     memo: dict[str, str] = {}
     calls = [{"id": "c1", "function": {"name": "ls", "arguments": a}} for a in ('{"a": 1}', '{"cut')]
     history = [*USER, {"role": "assistant", "content": "", "tool_calls": calls}]

@@ -25,11 +25,11 @@ from tests.client_support import (
 )
 from tests.conftest import run_cli
 
-# --- issue 10: hostile server input -------------------------------------------------------------------------
+# --- hostile server input -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("how", ["disconnect", "reset"])
-def test_10_1_stream_dropped_mid_reply_is_retried(run, how):
+def test_stream_dropped_mid_reply_is_retried(run, how):
     r = run({"flavour": "vllm", "replies": [{"text": "a reply long enough to break", how: True}, {"text": "whole"}]})
     assert r.complete({}).content == "whole"
     assert len(r.retries) == 1 and "broke" in r.retries[0][0]
@@ -41,7 +41,7 @@ def test_10_1_stream_dropped_mid_reply_is_retried(run, how):
 
 @both
 @pytest.mark.parametrize("finish", [5, ["stop"], {"reason": "stop"}, True])
-def test_10_3_non_string_finish_reason_is_a_server_error(run, stream, finish):
+def test_non_string_finish_reason_is_a_server_error(run, stream, finish):
     if stream:
         reply = {"raw_stream": [sse_chunk({"role": "assistant", "content": "hi"}), sse_chunk(finish=finish)]}
     else:
@@ -56,14 +56,14 @@ def test_10_3_non_string_finish_reason_is_a_server_error(run, stream, finish):
     "listing",
     [{"data": [{"id": 5}]}, {"data": [{"id": None}]}, {"data": [{"id": ""}]}, {"data": [None]}, {"data": "x"}, []],
 )
-def test_10_3_unusable_model_list_is_a_server_error(run, listing):
+def test_unusable_model_list_is_a_server_error(run, listing):
     r = run({"models_body": listing, "replies": [{"text": "ok"}]}, retries=2)
     with pytest.raises(ServerError, match="malformed reply") as info:
         r.client.resolve_model()
     assert info.value.exit_code == 5 and r.retries == [] and r.chat_bodies() == []
 
 
-def test_10_3_empty_model_list_asks_for_a_model(run):
+def test_empty_model_list_asks_for_a_model(run):
     r = run({"models_body": {"data": []}, "replies": [{"text": "ok"}]})
     with pytest.raises(ServerError, match="lists no models") as info:
         r.client.resolve_model()
@@ -71,7 +71,7 @@ def test_10_3_empty_model_list_asks_for_a_model(run):
 
 
 @both
-def test_10_3_wrongly_typed_fields_are_read_as_absent(run, stream):
+def test_wrongly_typed_fields_are_read_as_absent(run, stream):
     call = {"id": 7, "type": "function", "function": {"name": "shell_exec", "arguments": '{"command": "ls"}'}}
     content = [{"type": "text", "text": "he"}, {"type": "text", "text": 5}, {"type": "text", "text": "llo"}]
     usage = {"prompt_tokens": [], "completion_tokens": "n/a", "total_tokens": 1e400}
@@ -87,7 +87,7 @@ def test_10_3_wrongly_typed_fields_are_read_as_absent(run, stream):
 
 
 @both
-def test_10_3_choices_that_are_not_a_list_are_malformed(run, stream):
+def test_choices_that_are_not_a_list_are_malformed(run, stream):
     reply = {"raw_stream": [{"choices": 5}]} if stream else {"raw_body": {"choices": 5}}
     r = run({"cycle": True, "replies": [reply]}, stream, retries=1)
     with pytest.raises(ServerError, match="malformed reply" if not stream else "broken response"):
@@ -99,7 +99,7 @@ DEEP = "[" * 1000
 
 @both
 @pytest.mark.parametrize("flavour", ["sglang", "noparser"])
-def test_10_5a_deeply_nested_arguments_are_a_malformed_call(run, stream, flavour):
+def test_deeply_nested_arguments_are_a_malformed_call(run, stream, flavour):
     # sglang hands the arguments over natively, as a string; without a parser the markup is salvaged from the text
     text = '<tool_call>\n{"name": "shell_exec", "arguments": {"command": ' + DEEP + "}}\n</tool_call>"
     if flavour == "sglang":
@@ -127,7 +127,7 @@ def call_of(reply) -> dict:
     return {"type": "function", "function": {"name": "shell_exec", "arguments": reply.malformed_calls[0]}}
 
 
-def test_10_5a_depth_limit_of_untrusted_json():
+def test_depth_limit_of_untrusted_json():
     assert bounded_json("[" * MAX_DEPTH + "]" * MAX_DEPTH) is not None
     for depth in (MAX_DEPTH + 1, 1000, 100_000):
         with pytest.raises(TooDeep):
@@ -138,7 +138,7 @@ def test_10_5a_depth_limit_of_untrusted_json():
 
 
 @both
-def test_10_5a_deeply_nested_reply_is_a_malformed_reply(run, stream):
+def test_deeply_nested_reply_is_a_malformed_reply(run, stream):
     nested = json.loads("[" * 150 + "]" * 150)
     reply = {"raw_stream": [sse_chunk({"content": "x", "extra": nested})]} if stream else {"raw_body": {"x": nested}}
     r = run({"cycle": True, "replies": [reply]}, stream, retries=2)
@@ -148,7 +148,7 @@ def test_10_5a_deeply_nested_reply_is_a_malformed_reply(run, stream):
 
 
 @both
-def test_10_5b_invalid_utf8_reads_as_replacement_characters(run, stream):
+def test_invalid_utf8_reads_as_replacement_characters(run, stream):
     text = b'"caf\xe9 \xff\xfe ok"'
     if stream:
         data = b'data: {"choices":[{"index":0,"delta":{"content":' + text + b'},"finish_reason":null}]}\n\n'
@@ -165,7 +165,7 @@ def test_10_5b_invalid_utf8_reads_as_replacement_characters(run, stream):
 @pytest.mark.parametrize(
     "api_base", ["not a url", "ftp://x", "", "   ", "http://", "http://host:port/v1", "127.0.0.1", "http://a b/v1"]
 )
-def test_10_5c_api_base_that_is_not_http_is_a_usage_error(api_base):
+def test_api_base_that_is_not_http_is_a_usage_error(api_base):
     started = time.monotonic()
     with pytest.raises(UsageError) as info:
         ChatClient(api_base, "k", "m", retries=3)
@@ -174,21 +174,21 @@ def test_10_5c_api_base_that_is_not_http_is_a_usage_error(api_base):
 
 
 @pytest.mark.parametrize("command", ["run", "doctor"])
-def test_10_5c_cli_rejects_an_api_base_that_is_not_http(tmp_path, command):
+def test_cli_rejects_an_api_base_that_is_not_http(tmp_path, command):
     extra = ["--sandbox", f"local:{tmp_path}", "--yes", "hello"] if command == "run" else []
     proc = run_cli([command, "--api-base", "ftp://x", *extra], tmp_path, timeout=60)
     assert proc.returncode == 2 and "http(s) URL" in proc.stderr and "Traceback" not in proc.stderr
 
 
 @pytest.mark.parametrize("kwargs", [{"api_key": "a\nb"}, {"api_key": "clé"}, {"idle_timeout": 0}])
-def test_10_5c_other_unusable_configuration_is_a_usage_error(kwargs):
+def test_other_unusable_configuration_is_a_usage_error(kwargs):
     with pytest.raises(UsageError):
         ChatClient("http://127.0.0.1:9/v1", **{"api_key": "k", **kwargs})
 
 
 @pytest.mark.parametrize("status", [429, 503])
 @pytest.mark.parametrize("form", ["seconds", "date"])
-def test_10_22_retry_after_is_honoured(run, status, form):
+def test_retry_after_is_honoured(run, status, form):
     from email.utils import formatdate
 
     value = "1" if form == "seconds" else formatdate(time.time() + 2.5, usegmt=True)
@@ -203,7 +203,7 @@ def test_10_22_retry_after_is_honoured(run, status, form):
     assert waited >= asked - 0.05
 
 
-def test_10_22_retry_after_is_capped():
+def test_retry_after_is_capped():
     error = ServerError("HTTP 429")
     assert retry_after("3600") == 3600 and retry_after("-5") == 0 and retry_after("soon") is None
     assert retry_after("nan") is None and retry_after("inf") is None and retry_after("") is None
@@ -214,7 +214,7 @@ def test_10_22_retry_after_is_capped():
 
 
 @pytest.mark.parametrize("how", ["silent", "trickle"])
-def test_10_23_unstreamed_request_is_bounded_by_the_request_timeout(run, how):
+def test_unstreamed_request_is_bounded_by_the_request_timeout(run, how):
     # silent: accepted, never answered; trickle: a space every 0.1 s, so no read timeout ever fires
     reply = {"text": "late", "delay": 30} if how == "silent" else {"text": "late", "keepalive": 30}
     r = run({"cycle": True, "replies": [reply]}, stream=False, request_timeout=0.5, retries=1)
@@ -275,7 +275,7 @@ def _random_body(rng: random.Random, stream: bool) -> dict:
     return {"raw_body": rng.choice([shaped, value, junk])()}
 
 
-def test_10_random_server_bodies_end_in_a_reply_or_a_server_error(run):
+def test_random_server_bodies_end_in_a_reply_or_a_server_error(run):
     rng = random.Random(10)
     r = run({"cycle": True, "replies": [{"text": "ok"}]}, retries=0)
     for case in range(300):

@@ -13,14 +13,14 @@ from tests.conftest import ROOT
 HARBOR = find_spec("harbor") is not None
 
 
-def test_14_importing_oc_repl_harbor_imports_no_harbor():
+def test_importing_oc_repl_harbor_imports_no_harbor():
     code = "import sys, oc_repl.harbor; print('harbor' in sys.modules, 'oc_repl.integrations' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.stdout.split() == ["False", "False"], done.stderr
 
 
 @pytest.mark.skipif(HARBOR, reason="Harbor is installed here")
-def test_14_without_harbor_the_agent_says_how_to_install_it():
+def test_without_harbor_the_agent_says_how_to_install_it():
     import oc_repl.harbor
 
     with pytest.raises(ImportError, match=r"oc-repl\[harbor\]"):
@@ -41,7 +41,7 @@ def agent_class(monkeypatch):
 
 
 @needs_harbor
-def test_14_ak_options_become_run_settings(agent_class, monkeypatch, tmp_path):
+def test_ak_options_become_run_settings(agent_class, monkeypatch, tmp_path):
     from oc_repl.integrations.harbor.agent import run_settings
 
     monkeypatch.setenv("MY_KEY", "sk-from-harbors-environment")
@@ -58,7 +58,7 @@ def test_14_ak_options_become_run_settings(agent_class, monkeypatch, tmp_path):
 
 
 @needs_harbor
-def test_14_exact_applies_upstreams_settings(agent_class, tmp_path):
+def test_exact_applies_upstreams_settings(agent_class, tmp_path):
     from oc_repl.integrations.harbor.agent import run_settings
 
     agent = agent_class(logs_dir=tmp_path, model_name="m", exact=True)
@@ -77,13 +77,13 @@ def test_14_exact_applies_upstreams_settings(agent_class, tmp_path):
     ],
     ids=["exact-conflict", "unknown-option", "bad-api-base", "key-in-ae"],
 )
-def test_14_preflight_refuses_settings_before_any_trial(agent_class, kwargs, env, problem):
+def test_preflight_refuses_settings_before_any_trial(agent_class, kwargs, env, problem):
     with pytest.raises(ValueError, match=problem):
         agent_class.preflight(kwargs, env)
 
 
 @needs_harbor
-def test_14_harbors_options_are_the_tables_harbor_settings(agent_class):
+def test_harbors_options_are_the_tables_harbor_settings(agent_class):
     from harbor.agents.options import AgentOptions, env_annotation
 
     from oc_repl.config import HARBOR, OPTIONS, options_on
@@ -106,7 +106,7 @@ def test_14_harbors_options_are_the_tables_harbor_settings(agent_class):
 
 
 @needs_harbor
-def test_14_an_option_left_unset_is_not_given_to_the_run(agent_class, tmp_path):
+def test_an_option_left_unset_is_not_given_to_the_run(agent_class, tmp_path):
     from oc_repl.integrations.harbor.agent import run_settings
 
     agent = agent_class(logs_dir=tmp_path, model_name="m", exact=True, protocol="camel-terminal-toolkit")

@@ -1,4 +1,4 @@
-"""Issue 14's acceptance: real `harbor run` jobs with `--agent oc_repl.harbor:OcRepl` against the loopback fake model
+"""Real `harbor run` jobs with `--agent oc_repl.harbor:OcRepl` against the loopback fake model
 server, on Harbor's local docker environment with no network (tests/harbor_support.py: Harbor's DockerEnvironment
 over Debian's docker-compose 1.29), on the Harbor task tests/fixtures/harbor/write-hi.
 
@@ -65,7 +65,7 @@ def reward(trial: dict[str, Any]) -> float:
     return trial["verifier_result"]["rewards"]["reward"]
 
 
-def test_14_harbor_run_rewards_a_correct_solution_with_1(serve, tmp_path):
+def test_harbor_run_rewards_a_correct_solution_with_1(serve, tmp_path):
     (trial,) = run(serve, camel_writes("hi"), tmp_path, "right")
     assert trial["exception_info"] is None and reward(trial) == 1.0
     # oc-repl's transcript is in the trial's logs, whole
@@ -98,7 +98,7 @@ def test_14_harbor_run_rewards_a_correct_solution_with_1(serve, tmp_path):
     assert context["model_usage"]["qwen3-8b-oc"]["n_input_tokens"] == context["n_input_tokens"]
 
 
-def test_14_harbor_run_rewards_a_wrong_solution_with_0(serve, tmp_path):
+def test_harbor_run_rewards_a_wrong_solution_with_0(serve, tmp_path):
     (trial,) = run(serve, camel_writes("bye"), tmp_path, "wrong")
     assert trial["exception_info"] is None and reward(trial) == 0.0
     assert events(trial)[-1]["status"] == "done"
@@ -122,7 +122,7 @@ def test_a_background_reward_writer_is_stopped_before_harbors_verifier_and_the_t
     [(("--ak", "max_turns=1"), "turn_cap"), ((), "loop")],
     ids=["turn-cap", "loop"],
 )
-def test_14_turn_cap_and_loop_return_normally_so_harbor_still_grades(serve, tmp_path, options, status):
+def test_turn_cap_and_loop_return_normally_so_harbor_still_grades(serve, tmp_path, options, status):
     # the model writes the file, then repeats itself: the verifier must still run and find it
     script = {**camel_writes("hi"), "cycle": True}
     script["replies"] = script["replies"][:1]
@@ -131,14 +131,14 @@ def test_14_turn_cap_and_loop_return_normally_so_harbor_still_grades(serve, tmp_
     assert trial["agent_result"]["metadata"]["status"] == status
 
 
-def test_14_parse_error_limit_returns_normally_so_harbor_still_grades(serve, tmp_path):
+def test_parse_error_limit_returns_normally_so_harbor_still_grades(serve, tmp_path):
     unreadable = '<think>\n\n</think>\n\n<tool_call>\n{"name": "shell_exec", "arguments": {"id": \n</tool_call>'
     (trial,) = run(serve, {"cycle": True, "replies": [{"text": unreadable}]}, tmp_path, "unreadable")
     assert trial["exception_info"] is None and reward(trial) == 0.0
     assert trial["agent_result"]["metadata"]["status"] == "parse_errors"
 
 
-def test_14_four_trials_run_concurrently(serve, tmp_path):
+def test_four_trials_run_concurrently(serve, tmp_path):
     # terminus-json; every reply types the solution and claims completion, and the model "thinks" 2 s per reply, so
     # the replies can be shared by trials in any order
     answer = {
@@ -163,7 +163,7 @@ def test_14_four_trials_run_concurrently(serve, tmp_path):
     assert max(start for start, _ in when) < min(end for _, end in when)  # all four were running at once
 
 
-def test_14_harbor_timeout_stops_the_worker_and_kills_its_commands(serve, tmp_path):
+def test_harbor_timeout_stops_the_worker_and_kills_its_commands(serve, tmp_path):
     # the model starts a 10-minute command; Harbor's agent timeout (120 s x 0.05 = 6 s) stops the agent
     call = {"id": "s1", "command": "sleep 3006; echo hi > /srv/out.txt", "block": True, "timeout": 600}
     script = {"replies": [{"text": call_text("shell_exec", call)}]}
@@ -179,7 +179,7 @@ def test_14_harbor_timeout_stops_the_worker_and_kills_its_commands(serve, tmp_pa
     assert (Path(trial["dir"]) / "agent" / "trajectory.json").is_file()
 
 
-def test_14_unreachable_model_server_is_the_trials_exception_not_a_zero(tmp_path):
+def test_unreachable_model_server_is_the_trials_exception_not_a_zero(tmp_path):
     closed = "api_base=http://127.0.0.1:9/v1"  # nothing listens there
     _, job = harbor_run(
         tmp_path, "down", "-p", str(TASK), "--agent", AGENT, "-m", MODEL, "--ak", closed, "--ak", "retries=0"
@@ -191,7 +191,7 @@ def test_14_unreachable_model_server_is_the_trials_exception_not_a_zero(tmp_path
     assert events(trial)[-1]["status"] == "server_error"
 
 
-def test_14_a_worker_stuck_in_a_model_request_is_abandoned_and_its_processes_killed(serve, tmp_path):
+def test_a_worker_stuck_in_a_model_request_is_abandoned_and_its_processes_killed(serve, tmp_path):
     # turn 1 leaves a background command; turn 2's reply stalls after its first chunk for longer than the test lasts,
     # so the stopped worker never reaches a point where it could stop: after the grace it is abandoned
     call = {"id": "bg", "command": "sleep 3007", "block": False, "timeout": None}

@@ -85,24 +85,24 @@ def wait_until(check: Any, seconds: float = 60) -> bool:
 # --- exec ----------------------------------------------------------------------------------------------------------
 
 
-def test_14_exec_merges_both_streams_and_reports_the_exit_status(box):
+def test_exec_merges_both_streams_and_reports_the_exit_status(box):
     result = box.exec("echo out; sleep 0.2; echo err >&2; exit 3", timeout=30)
     assert (result.output, result.exit_code, result.timed_out) == (b"out\nerr\n", 3, False)
     assert box.exec("pwd; echo $TERM; test -t 0 || echo no tty", timeout=30).output == b"/workspace\ndumb\nno tty\n"
 
 
-def test_14_exec_output_arrives_byte_for_byte(box):
+def test_exec_output_arrives_byte_for_byte(box):
     # Harbor decodes an exec's output as text, replacing invalid bytes; the sandbox's reports carry them as base64
     assert box.exec(r"printf 'caf\303\251 \377\376\000end'", timeout=30).output == b"caf\xc3\xa9 \xff\xfe\x00end"
 
 
-def test_14_timeout_kills_the_commands_whole_group(box):
+def test_timeout_kills_the_commands_whole_group(box):
     result = box.exec("sleep 3001 & sleep 3002; echo never", timeout=1)
     assert result.timed_out and result.exit_code is None and result.output == b""
     assert wait_until(lambda: "sleep 300" not in processes(box))
 
 
-def test_14_background_child_is_left_running_and_does_not_hold_the_exec(box):
+def test_background_child_is_left_running_and_does_not_hold_the_exec(box):
     started_at = time.monotonic()
     result = box.exec("sleep 3003 & echo started", timeout=60)
     assert (result.output, result.exit_code, result.timed_out) == (b"started\n", 0, False)
@@ -125,7 +125,7 @@ def test_stop_processes_stops_what_commands_left_and_names_the_commands_not_thei
     assert box.exec("echo still here", timeout=30).output == b"still here\n"  # pid 1 and the environment live on
 
 
-def test_14_output_is_capped_when_read_and_freed_in_the_environment(loop, environment):
+def test_output_is_capped_when_read_and_freed_in_the_environment(loop, environment):
     box = on(loop, HarborSandbox.open(environment, LoopBridge(loop), output_limit=64 * 1024))
     try:
         proc = box.spawn("head -c 50000000 /dev/zero | tr '\\0' a; echo END", tty=False)
@@ -140,7 +140,7 @@ def test_14_output_is_capped_when_read_and_freed_in_the_environment(loop, enviro
         box.close()
 
 
-def test_14_terminal_process_takes_input_and_answers_as_a_pty(box):
+def test_terminal_process_takes_input_and_answers_as_a_pty(box):
     proc = box.spawn("python3 -i", tty=True)
     proc.write(b"print(6*7)\n")
     seen = b""
@@ -156,7 +156,7 @@ def test_14_terminal_process_takes_input_and_answers_as_a_pty(box):
     assert proc.wait(30) and proc.exit_code == 0
 
 
-def test_14_write_and_read_files_as_the_agents_user(box):
+def test_write_and_read_files_as_the_agents_user(box):
     box.write_file("deep/dir/x.txt", b"caf\xc3\xa9\n")
     assert box.read_file("/workspace/deep/dir/x.txt") == b"caf\xc3\xa9\n"
     big = bytes(range(256)) * 1024  # over what one exec carries inline: staged by Harbor's upload_file
@@ -170,7 +170,7 @@ def test_a_command_holding_a_nul_byte_is_refused_not_run_without_it(box):
     assert box.exec("ls /tmp/nul-ran* 2>&1", timeout=30).exit_code != 0
 
 
-def test_14_long_command_goes_through_a_file(box):
+def test_long_command_goes_through_a_file(box):
     command = "echo " + "x" * 200_000 + " | wc -c"
     assert box.exec(command, timeout=60).output == b"200001\n"
 
@@ -178,7 +178,7 @@ def test_14_long_command_goes_through_a_file(box):
 # --- stopping from the loop's side -----------------------------------------------------------------------------------
 
 
-def test_14_stop_cancels_the_waiting_call_and_raises_deadline_once(box):
+def test_stop_cancels_the_waiting_call_and_raises_deadline_once(box):
     with ThreadPoolExecutor(1) as pool:
         waiting = pool.submit(box.exec, "sleep 3004", 600)
         assert wait_until(lambda: "sleep 3004" in processes(box))
@@ -191,7 +191,7 @@ def test_14_stop_cancels_the_waiting_call_and_raises_deadline_once(box):
     assert wait_until(lambda: "sleep 3004" not in processes(box))
 
 
-def test_14_abandoned_bridge_refuses_calls_and_the_loop_kills_what_ran(loop, box):
+def test_abandoned_bridge_refuses_calls_and_the_loop_kills_what_ran(loop, box):
     box.exec("sleep 3005 &", timeout=30)
     box.bridge.abandon()
     with pytest.raises(Deadline):  # the stop is still raised once
@@ -220,7 +220,7 @@ def _answers(sandbox: Any, calls: list[tuple[str, dict[str, Any]]]) -> list[str]
 
 
 @pytest.mark.timeout(1200)
-def test_14_camel_tools_answer_as_they_do_in_docker(box):
+def test_camel_tools_answer_as_they_do_in_docker(box):
     """Every scenario of the camel differential test (those without an image WORKDIR of their own), through the
     same tools on a docker-image: sandbox and on the Harbor sandbox, answer for answer."""
     docker_box = DockerImageSandbox.from_spec(IMAGE, network="none")
@@ -244,7 +244,7 @@ def test_14_camel_tools_answer_as_they_do_in_docker(box):
 
 
 @pytest.mark.parametrize("kind", [TmuxTerminal, PtyTerminal])
-def test_14_terminus_terminals_show_what_they_show_in_docker(box, kind):
+def test_terminus_terminals_show_what_they_show_in_docker(box, kind):
     docker_box = DockerImageSandbox.from_spec(IMAGE, network="none")
     screens = []
     try:
@@ -267,7 +267,7 @@ def test_14_terminus_terminals_show_what_they_show_in_docker(box, kind):
     assert any("42" in text for _, text in screens[1])
 
 
-def test_14_no_terminal_without_script(loop, environment, monkeypatch):
+def test_no_terminal_without_script(loop, environment, monkeypatch):
     box = on(loop, HarborSandbox.open(environment, LoopBridge(loop)))
     box.terminal = False  # as in an image without util-linux's `script`
     try:

@@ -30,7 +30,7 @@ def ignored_by(status: bytes) -> int:
 
 
 @pytest.mark.usefixtures("started_in_the_background")
-def test_11_4_ctrl_c_on_a_terminal_stops_a_command_of_a_background_client(sandbox: LocalSandbox):  # noqa: F811
+def test_ctrl_c_on_a_terminal_stops_a_command_of_a_background_client(sandbox: LocalSandbox):  # noqa: F811
     proc = sandbox.spawn("grep SigIgn /proc/self/status", tty=True)
     assert proc.wait(60)
     assert ignored_by(proc.read_available()) == 0

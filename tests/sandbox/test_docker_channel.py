@@ -1,5 +1,5 @@
-"""The persistent channel into a container (issue 12) on a real dockerd: what a command sees, timeouts, output, the
-fallback once the channel breaks; and the two exec items of issue 10 (10.19 background children, 10.21 long commands)
+"""The persistent channel into a container on a real dockerd: what a command sees, timeouts, output, the
+fallback once the channel breaks; background children, and long commands
 on both paths, the channel and one exec per command."""
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ echo "$0 $# $- [$BASH_ARGV0]"; pwd; umask; id; test -t 0 || echo stdin is no ter
 """
 
 
-def test_12_a_channel_command_sees_what_an_exec_of_its_own_sees(boxes: dict[str, DockerSandbox]):
+def test_a_channel_command_sees_what_an_exec_of_its_own_sees(boxes: dict[str, DockerSandbox]):
     assert via_channel(boxes["channel"]) and not via_channel(boxes["exec"])
     outputs = {}
     for name, box in boxes.items():
@@ -96,7 +96,7 @@ def test_12_a_channel_command_sees_what_an_exec_of_its_own_sees(boxes: dict[str,
     assert "PWD=/tmp\n" in outputs["channel"] and "SHLVL=1\n" in outputs["channel"] and "OLDPWD" not in outputs["exec"]
 
 
-def test_12_an_odd_container_environment_reaches_commands_unchanged(docker_client: Any, own_container: Any):
+def test_an_odd_container_environment_reaches_commands_unchanged(docker_client: Any, own_container: Any):
     """Names the server's own shell uses or sets, and names no shell can hold, pass as an exec would pass them."""
     odd = ["SHLVL=5", "PWD=/opt", "OLDPWD=/srv", "LC_ALL=C.UTF-8", "F=f", "v=v", "n=n", "A.B=1", "BASH_ENV=/etc/be"]
     container = own_container(environment=odd)
@@ -112,7 +112,7 @@ def test_12_an_odd_container_environment_reaches_commands_unchanged(docker_clien
             box.close()
 
 
-def test_12_environment_working_directory_and_status_per_command(boxes: dict[str, DockerSandbox]):
+def test_environment_working_directory_and_status_per_command(boxes: dict[str, DockerSandbox]):
     box = boxes["channel"]
     proc = box.spawn('echo "$FOO|$TERM"; pwd; exit 9', tty=False, cwd="/usr", env={"FOO": "a b=c"})
     assert isinstance(proc, ChannelProcess) and proc.wait(30)
@@ -129,7 +129,7 @@ def test_12_environment_working_directory_and_status_per_command(boxes: dict[str
     assert via_channel(box)  # none of that broke the channel
 
 
-def test_12_stdout_and_stderr_arrive_merged_in_order_binary_and_capped(docker_client: Any, container: Any):
+def test_stdout_and_stderr_arrive_merged_in_order_binary_and_capped(docker_client: Any, container: Any):
     box = sandbox(docker_client, container, output_limit=1000)
     try:
         interleaved = box.exec("for i in 1 2 3; do echo out$i; echo err$i >&2; done", timeout=30)
@@ -142,7 +142,7 @@ def test_12_stdout_and_stderr_arrive_merged_in_order_binary_and_capped(docker_cl
         box.close()
 
 
-def test_12_output_that_looks_like_the_protocol_does_not_end_a_command(boxes: dict[str, DockerSandbox]):
+def test_output_that_looks_like_the_protocol_does_not_end_a_command(boxes: dict[str, DockerSandbox]):
     box = boxes["channel"]
     # records of a made-up nonce, and one of the real nonce's shape but not its value
     fake = r"printf '\036%s end 0\036\n' 0123456789abcdef0123456789abcdef; printf '\036x ok 1\036\n'"
@@ -153,7 +153,7 @@ def test_12_output_that_looks_like_the_protocol_does_not_end_a_command(boxes: di
 # --- timeouts and what commands leave behind -------------------------------------------------------------------------
 
 
-def test_12_a_timed_out_command_is_killed_inside_the_container(boxes: dict[str, DockerSandbox], container: Any):
+def test_a_timed_out_command_is_killed_inside_the_container(boxes: dict[str, DockerSandbox], container: Any):
     box = boxes["channel"]
     assert via_channel(box)
     started = time.monotonic()
@@ -164,7 +164,7 @@ def test_12_a_timed_out_command_is_killed_inside_the_container(boxes: dict[str, 
     assert via_channel(box) and len(server_pids(container)) == 1  # the channel goes on, no second one needed
 
 
-def test_12_a_command_that_outruns_its_wait_keeps_running_beside_new_ones(boxes: dict[str, DockerSandbox]):
+def test_a_command_that_outruns_its_wait_keeps_running_beside_new_ones(boxes: dict[str, DockerSandbox]):
     box = boxes["channel"]
     slow = box.spawn("sleep 1; echo slow done", tty=False)
     assert isinstance(slow, ChannelProcess) and not slow.wait(0.1)
@@ -173,7 +173,7 @@ def test_12_a_command_that_outruns_its_wait_keeps_running_beside_new_ones(boxes:
     assert slow.wait(30) and slow.read_available() == b"slow done\n" and slow.exit_code == 0
 
 
-def test_10_19_background_child_does_not_cost_the_timeout(boxes: dict[str, DockerSandbox], container: Any):
+def test_background_child_does_not_cost_the_timeout(boxes: dict[str, DockerSandbox], container: Any):
     for name, box in boxes.items():
         started = time.monotonic()
         result = box.exec("sleep 203 & echo started", timeout=60)
@@ -191,7 +191,7 @@ def test_10_19_background_child_does_not_cost_the_timeout(boxes: dict[str, Docke
     assert wait_gone(container, "sleep 203") == []  # close() still finds what commands left behind
 
 
-def test_10_21_a_300_kb_command_runs(boxes: dict[str, DockerSandbox], container: Any):
+def test_a_300_kb_command_runs(boxes: dict[str, DockerSandbox], container: Any):
     payload = "x" * 300_000
     for name, box in boxes.items():
         result = box.exec(f"printf %s {payload} | wc -c; echo $0 $#", timeout=60)
@@ -203,7 +203,7 @@ def test_10_21_a_300_kb_command_runs(boxes: dict[str, DockerSandbox], container:
 # --- the fallback --------------------------------------------------------------------------------------------------
 
 
-def test_12_commands_fall_back_to_one_exec_each_once_the_channel_is_killed(boxes: dict[str, DockerSandbox], container):
+def test_commands_fall_back_to_one_exec_each_once_the_channel_is_killed(boxes: dict[str, DockerSandbox], container):
     box = boxes["channel"]
     assert via_channel(box)
     [pid] = server_pids(container)
@@ -214,7 +214,7 @@ def test_12_commands_fall_back_to_one_exec_each_once_the_channel_is_killed(boxes
     assert timed.timed_out and wait_gone(container, "sleep 205") == []
 
 
-def test_12_commands_fall_back_after_the_container_restarts(boxes: dict[str, DockerSandbox], container: Any):
+def test_commands_fall_back_after_the_container_restarts(boxes: dict[str, DockerSandbox], container: Any):
     box = boxes["channel"]
     assert via_channel(box)
     container.restart(timeout=0)
@@ -222,7 +222,7 @@ def test_12_commands_fall_back_after_the_container_restarts(boxes: dict[str, Doc
     assert not via_channel(box)
 
 
-def test_12_a_killed_relay_or_launcher_is_replaced_before_the_next_command(
+def test_a_killed_relay_or_launcher_is_replaced_before_the_next_command(
     boxes: dict[str, DockerSandbox], container: Any
 ):
     box = boxes["channel"]
@@ -239,7 +239,7 @@ def test_12_a_killed_relay_or_launcher_is_replaced_before_the_next_command(
     assert via_channel(box) and len(server_pids(container)) == 1
 
 
-def test_12_a_channel_killed_under_a_running_command_reports_it_ended(boxes: dict[str, DockerSandbox], container):
+def test_a_channel_killed_under_a_running_command_reports_it_ended(boxes: dict[str, DockerSandbox], container):
     box = boxes["channel"]
     proc = box.spawn("sleep 1; echo finished", tty=False)
     assert isinstance(proc, ChannelProcess)
@@ -250,7 +250,7 @@ def test_12_a_channel_killed_under_a_running_command_reports_it_ended(boxes: dic
     assert box.exec("echo next", timeout=30).output == b"next\n" and not via_channel(box)
 
 
-def test_12_every_command_is_recorded_however_quickly_it_ends(docker_client: Any, container: Any):
+def test_every_command_is_recorded_however_quickly_it_ends(docker_client: Any, container: Any):
     """close() finds what a command left behind through its pid file, so even a command that is over at once must
     have written one."""
     box = sandbox(docker_client, container)
@@ -266,7 +266,7 @@ def test_12_every_command_is_recorded_however_quickly_it_ends(docker_client: Any
         assert wait_gone(container, f"sleep {400 + i}") == []
 
 
-def test_12_close_leaves_no_channel_behind(docker_client: Any, container: Any):
+def test_close_leaves_no_channel_behind(docker_client: Any, container: Any):
     box = sandbox(docker_client, container)
     box.exec("true", timeout=30)
     box.spawn("sleep 206 > /dev/null & sleep 206", tty=False)  # keeps a second channel busy
@@ -279,7 +279,7 @@ def test_12_close_leaves_no_channel_behind(docker_client: Any, container: Any):
     assert wait_gone(container, "sleep 206") == [] and wait_gone(container, "sleep 207") == []
 
 
-def test_12_commands_for_another_user_and_terminals_get_an_exec_each(docker_client: Any, own_container: Any):
+def test_commands_for_another_user_and_terminals_get_an_exec_each(docker_client: Any, own_container: Any):
     container = own_container(user="1000:1000")
     box = sandbox(docker_client, container)
     try:
@@ -292,7 +292,7 @@ def test_12_commands_for_another_user_and_terminals_get_an_exec_each(docker_clie
         box.close()
 
 
-def test_12_quiet_connections_outlive_the_docker_client_timeout(container: Any):
+def test_quiet_connections_outlive_the_docker_client_timeout(container: Any):
     """The docker client's request timeout stays on the sockets it hands over; a quiet session or channel must not
     be cut off by it."""
     client = docker.from_env(timeout=2)

@@ -1,4 +1,4 @@
-"""Issue 10.12 on a real dockerd: every container oc-repl creates carries a label and, unless kept, a finite
+"""On a real dockerd: every container oc-repl creates carries a label and, unless kept, a finite
 lifetime; expired ones are swept when a docker sandbox is opened."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def exists(client: Any, name: str) -> bool:
     return True
 
 
-def test_10_12_created_containers_carry_a_label_and_a_finite_lifetime(docker_client: Any, boxes: list):
+def test_created_containers_carry_a_label_and_a_finite_lifetime(docker_client: Any, boxes: list):
     started = time.time()
     boxes += [DockerImageSandbox.from_spec(IMAGE, lifetime=90), DockerImageSandbox.from_spec(IMAGE)]
     for box, seconds in zip(boxes, [90, DEFAULT_LIFETIME], strict=True):
@@ -67,7 +67,7 @@ def running(client: Any, container_id: str) -> bool:
         return False
 
 
-def test_10_12_a_container_stops_when_its_lifetime_is_over(docker_client: Any, boxes: list):
+def test_a_container_stops_when_its_lifetime_is_over(docker_client: Any, boxes: list):
     box = DockerImageSandbox.from_spec(IMAGE, lifetime=5)
     boxes.append(box)
     box.spawn("sleep 100", tty=False)  # a channel open, and a command running, when the end comes
@@ -78,7 +78,7 @@ def test_10_12_a_container_stops_when_its_lifetime_is_over(docker_client: Any, b
         box.exec("echo too late", timeout=30)
 
 
-def test_10_12_expired_containers_are_swept_when_a_sandbox_opens(docker_client: Any):
+def test_expired_containers_are_swept_when_a_sandbox_opens(docker_client: Any):
     # "Expired" ones expire only once they are all made and started: a sandbox opened by a test running beside this
     # one sweeps too, and must not remove one between its creation and its start.
     past, future = int(time.time()) + 3, int(time.time()) + 3600

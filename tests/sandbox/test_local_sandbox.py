@@ -226,7 +226,7 @@ def test_kill_and_close_stop_sessions_and_their_jobs(sandbox: LocalSandbox):
     assert gone(other_nap)
 
 
-def test_10_12a_a_daemon_that_left_its_session_does_not_outlive_close(sandbox: LocalSandbox):
+def test_a_daemon_that_left_its_session_does_not_outlive_close(sandbox: LocalSandbox):
     nap, double = unique_sleep(), unique_sleep()
     started = sandbox.exec(f"setsid sleep {nap} >/dev/null 2>&1 & (setsid sh -c 'sleep {double} &' &); echo ok", 10)
     assert started.output == b"ok\n"
@@ -238,7 +238,7 @@ def test_10_12a_a_daemon_that_left_its_session_does_not_outlive_close(sandbox: L
     assert gone(nap, within=10) and gone(double, within=10)
 
 
-def test_10_21_a_300_kb_command_runs_and_ordinary_ones_stay_bash_c(sandbox: LocalSandbox):
+def test_a_300_kb_command_runs_and_ordinary_ones_stay_bash_c(sandbox: LocalSandbox):
     result = sandbox.exec("echo " + "x" * 300_000 + " | wc -c; foo", timeout=30)
     assert result.output == b"300001\nbash: line 1: foo: command not found\n" and result.exit_code == 127
     assert sandbox.exec("foo", timeout=10).output == b"bash: line 1: foo: command not found\n"

@@ -24,7 +24,7 @@ def harbor_task(tmp_path: Path, toml: str, name: str = "h") -> Path:
     return task
 
 
-def test_13_1_both_formats_load_into_one_model():
+def test_both_formats_load_into_one_model():
     tasks = {t.name: t for t in find_tasks([TASKS])}
     assert set(tasks) == {"count-words", "fix-json-config", "fix-permissions", "repair-module", "write-greeting"}
     assert {tasks[n].format for n in HARBOR} == {"harbor"}
@@ -40,7 +40,7 @@ def test_13_1_both_formats_load_into_one_model():
     assert image_tag(harbor) == "oc-repl-task-count-words:latest"
 
 
-def test_13_1_harbor_defaults_are_harbors(tmp_path):
+def test_harbor_defaults_are_harbors(tmp_path):
     task = load_task(harbor_task(tmp_path, 'version = "1.0"\n'))
     assert (task.agent_timeout_sec, task.test_timeout_sec, task.build_timeout_sec) == (600, 600, 600)
     assert (task.cpus, task.memory_mb, task.verifier_user) == (None, None, "root")
@@ -57,12 +57,12 @@ def test_13_1_harbor_defaults_are_harbors(tmp_path):
         ("agent = 3\n", r"\[agent\] must be a table"),
     ],
 )
-def test_13_1_a_malformed_task_toml_is_a_usage_error(tmp_path, toml, why):
+def test_a_malformed_task_toml_is_a_usage_error(tmp_path, toml, why):
     with pytest.raises(UsageError, match=why):
         load_task(harbor_task(tmp_path, toml))
 
 
-def test_13_1_a_compose_environment_is_not_supported_yet(tmp_path):
+def test_a_compose_environment_is_not_supported_yet(tmp_path):
     task = harbor_task(tmp_path, 'version = "1.0"\n')
     (task / "environment" / "docker-compose.yaml").write_text("services: {}\n")
     with pytest.raises(UsageError, match="not supported yet") as caught:
@@ -73,21 +73,21 @@ def test_13_1_a_compose_environment_is_not_supported_yet(tmp_path):
 
 
 @pytest.mark.parametrize("missing", ["instruction.md", "tests/test.sh", "environment/Dockerfile"])
-def test_13_1_a_harbor_dir_without_its_parts_is_refused(tmp_path, missing):
+def test_a_harbor_dir_without_its_parts_is_refused(tmp_path, missing):
     task = harbor_task(tmp_path, 'version = "1.0"\n')
     (task / missing).unlink()
     with pytest.raises(UsageError):
         load_task(task)
 
 
-def test_13_1_a_ready_image_replaces_the_dockerfile(tmp_path):
+def test_a_ready_image_replaces_the_dockerfile(tmp_path):
     task = harbor_task(tmp_path, '[environment]\ndocker_image = "oc-repl-test:bookworm"\n')
     (task / "environment" / "Dockerfile").unlink()
     loaded = load_task(task)
     assert loaded.dockerfile is None and image_tag(loaded) == "oc-repl-test:bookworm"
 
 
-def test_13_1_folders_expand_to_their_task_dirs_and_names_must_be_unique(tmp_path):
+def test_folders_expand_to_their_task_dirs_and_names_must_be_unique(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(UsageError, match="neither a task directory nor a folder"):
         find_tasks([tmp_path / "empty"])
@@ -114,11 +114,11 @@ def test_13_1_folders_expand_to_their_task_dirs_and_names_must_be_unique(tmp_pat
         ("1", True, 1.0),
     ],
 )
-def test_13_1_the_reward_harbor_tests_write(text, is_json, reward):
+def test_the_reward_harbor_tests_write(text, is_json, reward):
     assert parse_reward(text, is_json) == reward
 
 
-def test_13_1_the_old_entry_points_still_work():
+def test_the_old_entry_points_still_work():
     from oc_repl.tasks.terminal_bench import build_image, load_task_dir
 
     assert callable(build_image)
@@ -193,3 +193,22 @@ def test_the_example_tasks_networks_are_their_formats_defaults():
         "repair-module": "none",
         "write-greeting": "none",
     }
+
+
+@pytest.mark.parametrize(
+    ("yaml", "why"),
+    [
+        ("- just\n- a list\n", "mapping"),
+        ("instruction: x\nmax_agent_timeout_sec: soon\n", "max_agent_timeout_sec"),
+        ("instruction: x\nmax_test_timeout_sec: -1\n", "max_test_timeout_sec"),
+    ],
+)
+def test_a_malformed_task_yaml_is_a_usage_error(tmp_path, yaml, why):
+    from oc_repl.tasks.terminal_bench import load_task_dir
+
+    task = tmp_path / "task"
+    (task / "tests").mkdir(parents=True)
+    (task / "run-tests.sh").write_text("true\n")
+    (task / "task.yaml").write_text(yaml)
+    with pytest.raises(UsageError, match=why):
+        load_task_dir(task)

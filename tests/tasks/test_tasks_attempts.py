@@ -28,7 +28,7 @@ def hostnames(events: list[Any]) -> list[str]:
     return [c.aggregated_output.strip() for c in completed_commands(events) if c.command == "hostname"]
 
 
-def test_13_2_attempts_stop_at_the_first_verified_one_and_name_it(serve, tmp_path, docker_client):
+def test_attempts_stop_at_the_first_verified_one_and_name_it(serve, tmp_path, docker_client):
     wrong = [exec_call("hostname"), exec_call("echo nearly > /app/greeting.txt"), answer("Done.")]
     right = [exec_call("hostname"), exec_call(solution(TASKS / "write-greeting")), answer("Done.")]
     server = serve({"replies": [*wrong, *right, *right]})
@@ -50,7 +50,7 @@ def test_13_2_attempts_stop_at_the_first_verified_one_and_name_it(serve, tmp_pat
     assert transcript.read_text().count('"thread.completed"') == 2  # one transcript holds both attempts
 
 
-def test_13_2_attempts_in_docker_image_sandboxes_start_afresh_and_all_may_fail(serve, tmp_path, docker_client):
+def test_attempts_in_docker_image_sandboxes_start_afresh_and_all_may_fail(serve, tmp_path, docker_client):
     attempt = [exec_call("hostname"), exec_call("ls /workspace; touch /workspace/left-behind"), answer("Done.")]
     server = serve({"replies": attempt * 2})
     args = ["run", "--api-base", server.url, "--retries", "0", "--json", "--attempts", "2"]

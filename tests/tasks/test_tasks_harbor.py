@@ -44,7 +44,7 @@ def outputs(events: list[Any]) -> list[str]:
 
 
 @pytest.mark.parametrize("task", ["count-words", "fix-json-config"])
-def test_13_1_harbor_example_solved_is_resolved(serve, tmp_path, task):
+def test_harbor_example_solved_is_resolved(serve, tmp_path, task):
     proc, events = run_task(serve, tmp_path, TASKS / task, [exec_call(solution(TASKS / task)), answer("Done.")])
     assert proc.returncode == 0, proc.stderr
     verify = verify_of(events)
@@ -54,7 +54,7 @@ def test_13_1_harbor_example_solved_is_resolved(serve, tmp_path, task):
 
 
 @pytest.mark.parametrize("task", ["count-words", "fix-json-config"])
-def test_13_1_harbor_example_not_solved_is_unresolved(serve, tmp_path, task):
+def test_harbor_example_not_solved_is_unresolved(serve, tmp_path, task):
     proc, events = run_task(serve, tmp_path, TASKS / task, [exec_call("ls /app"), answer("Looks fine to me.")])
     assert proc.returncode == 1, proc.stderr
     verify = verify_of(events)
@@ -62,14 +62,14 @@ def test_13_1_harbor_example_not_solved_is_unresolved(serve, tmp_path, task):
     assert events[-1].status == "verify_failed"
 
 
-def test_13_1_a_reward_the_agent_leaves_behind_does_not_count(serve, tmp_path):
+def test_a_reward_the_agent_leaves_behind_does_not_count(serve, tmp_path):
     cheat = "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt && echo 1 > /logs/verifier/reward.json"
     proc, events = run_task(serve, tmp_path, TASKS / "fix-json-config", [exec_call(cheat), answer("Done.")])
     assert proc.returncode == 8, proc.stderr  # and the try is held against the run
     assert verify_of(events).reward == 0.0 and events[-1].status == "tampered"
 
 
-def test_13_1_the_agent_sees_neither_tests_nor_solution(serve, tmp_path):
+def test_the_agent_sees_neither_tests_nor_solution(serve, tmp_path):
     look = "ls -d /tests /solution 2>&1; find / -name 'solve.sh' -o -name 'test_outputs.py' 2>/dev/null | head"
     proc, events = run_task(serve, tmp_path, TASKS / "count-words", [exec_call(look), answer("Nothing.")])
     assert proc.returncode == 1, proc.stderr
@@ -77,7 +77,7 @@ def test_13_1_the_agent_sees_neither_tests_nor_solution(serve, tmp_path):
     assert "No such file" in seen and "solve.sh" not in seen and "test_outputs.py" not in seen
 
 
-def test_13_1_the_tasks_cpu_and_memory_limits_hold_in_its_container(serve, tmp_path):
+def test_the_tasks_cpu_and_memory_limits_hold_in_its_container(serve, tmp_path):
     probe = (
         "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes; "
         "cat /sys/fs/cgroup/cpu.max 2>/dev/null || cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us"
@@ -98,7 +98,7 @@ def harbor_copy(tmp_path: Path, toml: str, test_sh: str | None = None) -> Path:
     return task
 
 
-def test_13_1_the_agent_is_stopped_at_the_tasks_agent_timeout(serve, tmp_path):
+def test_the_agent_is_stopped_at_the_tasks_agent_timeout(serve, tmp_path):
     task = harbor_copy(tmp_path, "[agent]\ntimeout_sec = 3\n[verifier]\ntimeout_sec = 60\n")
     started = time.monotonic()
     proc, events = run_task(serve, tmp_path, task, [exec_call("sleep 40", timeout=60), answer("late")])
@@ -108,7 +108,7 @@ def test_13_1_the_agent_is_stopped_at_the_tasks_agent_timeout(serve, tmp_path):
     assert verify_of(events).reward == 0.0  # the tests still ran: a timed-out agent may have solved it
 
 
-def test_13_1_tests_are_killed_at_the_verifier_timeout_and_bench_calls_it_test_timeout(serve, tmp_path):
+def test_tests_are_killed_at_the_verifier_timeout_and_bench_calls_it_test_timeout(serve, tmp_path):
     hang = "#!/bin/bash\nsleep 45\necho 1 > /logs/verifier/reward.txt\n"
     task = harbor_copy(tmp_path, "[verifier]\ntimeout_sec = 2\n", hang)
     server = serve({"replies": [exec_call(solution(TASKS / "count-words")), answer("Done.")]})

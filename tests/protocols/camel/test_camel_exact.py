@@ -1,6 +1,6 @@
 """`--exact` for camel-terminal-toolkit: the tools as camel-ai 0.2.90's docker backend answered in training.
 
-The differential test (issue 9) runs the same scenarios of tool calls through the real camel-ai 0.2.90 TerminalToolkit
+The differential test runs the same scenarios of tool calls through the real camel-ai 0.2.90 TerminalToolkit
 (docker backend, built and called as the training harness did; tests/camel_reference.py, in the sync's camel
 virtualenv) and through `oc-repl run --exact --sandbox docker:<container>` against the loopback fake server, each in a
 fresh container of the test image (network none), and compares what oc-repl sent back to the model (the tool results
@@ -159,7 +159,7 @@ def normalised(text: str, container: tuple[str, str], marker: str) -> str:
 
 @pytest.mark.skipif(not SLOW, reason="installs camel-ai and runs every scenario twice; set OC_REPL_SLOW_TESTS=1")
 @pytest.mark.timeout(2400)
-def test_9_exact_tool_results_equal_camel_ai_0_2_90(synced, serve, tmp_path, monkeypatch):
+def test_exact_tool_results_equal_camel_ai_0_2_90(synced, serve, tmp_path, monkeypatch):
     client = docker_client()
     assert len(SCENARIOS) >= 20
     toolkit = Templates(parse(upstream_file("toolkit.toml").read_bytes(), TOOLKIT_SPEC, "toolkit.toml"))
@@ -214,7 +214,7 @@ def exact(box):
     tools.close_sessions()
 
 
-def test_9_timeout_is_shown_as_given_and_null_waits_without_limit(box):
+def test_timeout_is_shown_as_given_and_null_waits_without_limit(box):
     for is_exact in (True, False):
         deviations = Deviations.none() if is_exact else DEFAULTS
         tools = builtin_tools(box, deviations=deviations, default_timeout=0.25)
@@ -230,12 +230,12 @@ def test_9_timeout_is_shown_as_given_and_null_waits_without_limit(box):
             tools.close_sessions()
 
 
-def test_9_escape_codes_alone_give_an_empty_result_and_blanks_the_no_output_text(exact):
+def test_escape_codes_alone_give_an_empty_result_and_blanks_the_no_output_text(exact):
     assert exact.call("shell_exec", {"id": "a", "command": r"printf '\033[0m\033[?25l'"}).text == ""
     assert exact.call("shell_exec", {"id": "a", "command": r"printf ' \n\t'"}).text == NO_OUTPUT
 
 
-def test_9_input_to_a_timed_out_command_fails_after_the_drain_as_upstream(box, exact):
+def test_input_to_a_timed_out_command_fails_after_the_drain_as_upstream(box, exact):
     exact.call("shell_exec", {"id": "t", "command": "sleep 5", "timeout": 0.1})
     started = time.monotonic()
     text = exact.call("shell_write_to_process", {"id": "t", "command": "hi"}).text
@@ -250,7 +250,7 @@ def test_9_input_to_a_timed_out_command_fails_after_the_drain_as_upstream(box, e
         ours.close_sessions()
 
 
-def test_9_a_timed_out_command_counts_as_running_until_a_view_reports_its_end(exact):
+def test_a_timed_out_command_counts_as_running_until_a_view_reports_its_end(exact):
     exact.call("shell_exec", {"id": "t", "command": "sleep 0.3", "timeout": 0.1})
     assert exact._sessions["t"].proc.wait(5)
     again = exact.call("shell_exec", {"id": "t", "command": "cat", "block": False})
@@ -261,14 +261,14 @@ def test_9_a_timed_out_command_counts_as_running_until_a_view_reports_its_end(ex
     )
 
 
-def test_9_calls_other_than_shell_exec_end_at_the_wall_limit(exact):
+def test_calls_other_than_shell_exec_end_at_the_wall_limit(exact):
     exact.wall_limit = 0.3  # upstream's is 20 s, which its own waits never reach
     exact.call("shell_exec", {"id": "c", "command": "cat", "block": False})
     text = exact.call("shell_write_to_process", {"id": "c", "command": "x"}).text
     assert text == M.render("wrapper.timeout", function="shell_write_to_process", timeout="0.3")
 
 
-def test_9_ending_sessions_pile_up_the_marker_for_the_whole_wait(exact):
+def test_ending_sessions_pile_up_the_marker_for_the_whole_wait(exact):
     exact.call("shell_exec", {"id": "py", "command": "python3 -q", "block": False})
     started = time.monotonic()
     text = exact.call("shell_write_to_process", {"id": "py", "command": "exit()"}).text
@@ -276,7 +276,7 @@ def test_9_ending_sessions_pile_up_the_marker_for_the_whole_wait(exact):
     assert text.endswith(M.render("collect.still_outputting", output="")) and text.count(TERMINATED_EMPTY) >= 7
 
 
-def test_9_values_of_other_types_meet_pythons_own_errors(exact, tmp_path: Path):
+def test_values_of_other_types_meet_pythons_own_errors(exact, tmp_path: Path):
     with pytest.raises(ToolCallError, match="expected string or bytes-like object, got 'int'"):
         exact.call("shell_exec", {"id": "a", "command": 5})
     assert exact.call("shell_exec", {"id": "a", "command": False}).text == NO_OUTPUT  # quoted as ''
@@ -292,7 +292,7 @@ def test_9_values_of_other_types_meet_pythons_own_errors(exact, tmp_path: Path):
     assert written.text == M.render("file.error", file_path=target, error="write() argument must be str, not int")
 
 
-def test_9_a_directory_as_the_target_gets_the_copy_inside_it(exact, box):
+def test_a_directory_as_the_target_gets_the_copy_inside_it(exact, box):
     folder = box.root / "folder"  # inside the sandbox directory: a confined sandbox writes nowhere else
     folder.mkdir()
     result = exact.call("shell_write_content_to_file", {"content": "x", "file_path": str(folder)})
@@ -304,7 +304,7 @@ def test_9_a_directory_as_the_target_gets_the_copy_inside_it(exact, box):
 # --- agent.toml from the training harness's own f-strings ------------------------------------------------------
 
 
-def test_9_agent_texts_are_read_out_of_the_harness_f_strings():
+def test_agent_texts_are_read_out_of_the_harness_f_strings():
     from oc_repl.protocols.camel.openclaw import fetch_openclaw
 
     fetched = {item.filename: item for item in fetch_openclaw(str(FIXTURE), lambda line: None)}
@@ -321,7 +321,7 @@ def test_9_agent_texts_are_read_out_of_the_harness_f_strings():
     assert [item.filename for item in only_prompt] == ["system.txt"]
 
 
-def test_9_an_f_string_field_oc_repl_cannot_fill_fails_the_sync():
+def test_an_f_string_field_oc_repl_cannot_fill_fails_the_sync():
     from oc_repl.protocols.camel.openclaw import tool_texts
     from oc_repl.protocols.sync import SyncError
 

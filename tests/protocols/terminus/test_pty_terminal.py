@@ -279,7 +279,7 @@ def test_tmux_when_the_sandbox_has_it_else_the_pty_and_the_override(box, tmp_pat
 
 
 @needs_tmux
-def test_10_13_a_local_tmux_server_has_a_socket_of_its_own_removed_at_close(box, monkeypatch):
+def test_a_local_tmux_server_has_a_socket_of_its_own_removed_at_close(box, monkeypatch):
     monkeypatch.delenv("OC_REPL_TERMINAL", raising=False)
     protocol = TerminusJson()
     sockets = []
@@ -329,17 +329,17 @@ def check_typed_ahead(kind: str, box: Sandbox, cwd: str) -> None:
 
 
 @pytest.mark.parametrize("kind", [pytest.param("tmux", marks=needs_tmux), "pty"])
-def test_9_4_typed_ahead_commands_show_what_full_sleeps_show(kind, box):
+def test_typed_ahead_commands_show_what_full_sleeps_show(kind, box):
     check_typed_ahead(kind, box, box.workdir)
 
 
-def test_9_4_only_keys_the_shell_can_read_are_waited_for():
+def test_only_keys_the_shell_can_read_are_waited_for():
     assert deliverable(b"echo hi\n") == 8
     assert deliverable(b"sleep 9\x03") == 0 and deliverable(b"x\x03ls\r") == 3  # ^C drops the unread input
     assert deliverable(b"\x13a\x11") == 1  # ^S ^Q: flow control takes them
 
 
-# --- 10.18 and 10.5d: keys starting with `-`, and keys longer than tmux's client can carry ---------------------------
+# --- keys starting with `-`, and keys longer than tmux's client can carry ---------------------------
 
 DASHES: Step = [("-1\n", 1.0), ("--help\n", 1.0), ("-", 0.2), ("\n", 1.0), ("echo x\0y\n", 1.0)]
 # `;` and `\;` wherever tmux's pieces end: only the end of the whole string follows tmux's rule for a trailing `;`
@@ -361,7 +361,7 @@ def check_dashes_and_long_keys(terminal: Terminal) -> None:
 
 
 @pytest.mark.parametrize("kind", [pytest.param("tmux", marks=needs_tmux), "pty"])
-def test_10_18_and_10_5d_every_keystroke_string_is_typed(kind, box):
+def test_and_10_5d_every_keystroke_string_is_typed(kind, box):
     with opened(kind, box, box.workdir) as terminal:
         check_dashes_and_long_keys(terminal)
 
@@ -372,7 +372,7 @@ FITS = f"echo {'z' * (16344 - 14)} | wc -c\n"
 
 
 @pytest.mark.parametrize("kind", [pytest.param("tmux", marks=needs_tmux), "pty"])
-def test_10_18_upstream_keys_type_nothing_that_upstreams_tmux_rejects(kind, box):
+def test_upstream_keys_type_nothing_that_upstreams_tmux_rejects(kind, box):
     with opened(kind, box, box.workdir, upstream_keys=True) as terminal:
         observed(terminal)
         screen = terminal.capture()

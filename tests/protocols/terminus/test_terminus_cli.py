@@ -182,7 +182,7 @@ def test_the_local_pane_ignores_the_users_tmux_config_and_shell(serve, tmp_path)
     assert "\n-bash\n40\non\n" in user_messages(server)[1]
 
 
-def test_9_4_typed_ahead_replies_show_what_an_exact_wait_shows(serve, tmp_path):
+def test_typed_ahead_replies_show_what_an_exact_wait_shows(serve, tmp_path):
     from tests.protocols.terminus.test_pty_terminal import (
         SLOW_PROMPT,  # a prompt that looks idle a second before the shell reads
     )

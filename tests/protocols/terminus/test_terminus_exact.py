@@ -1,4 +1,4 @@
-"""Issue 9's acceptance for terminus: after a real `oc-repl protocols sync --only terminus`, `oc-repl run --exact`
+"""terminus, exactly: after a real `oc-repl protocols sync --only terminus`, `oc-repl run --exact`
 sends, after every reply, exactly what terminal-bench 0.2.18's own agent sends for the same reply and the same
 terminal output; without the sync it refuses to start.
 
@@ -81,7 +81,7 @@ def run_exact(home: Path, server, fmt: str, transcript: Path):
     return oc(home, *args, "--sandbox", f"local:{work}", "--yes", "--transcript", str(transcript), TASK)
 
 
-def test_9_exact_without_a_sync_refuses_to_start(serve, tmp_path) -> None:
+def test_exact_without_a_sync_refuses_to_start(serve, tmp_path) -> None:
     server = serve({"replies": SCRIPTS["json"]})
     proc = run_exact(tmp_path, server, "json", tmp_path / "t.jsonl")
     assert proc.returncode == 2, proc.stderr
@@ -107,7 +107,7 @@ def _replies(up: Upstream, script: list[dict]) -> list:
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("fmt", ["json", "xml"])
-def test_9_exact_run_sends_what_terminal_bench_sends(serve, tmp_path, up: Upstream, fmt: str) -> None:
+def test_exact_run_sends_what_terminal_bench_sends(serve, tmp_path, up: Upstream, fmt: str) -> None:
     _sync(tmp_path)
     server = serve({"replies": SCRIPTS[fmt]})
     transcript = tmp_path / "t.jsonl"
