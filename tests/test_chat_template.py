@@ -217,3 +217,8 @@ def test_qwen3_writes_string_arguments_as_they_are_and_dict_arguments_with_tojso
         '</tool_call>\n<tool_call>\n{"name": "shell_exec", "arguments": {"id": "é"}}\n</tool_call><|im_end|>\n'
     )
     assert text.endswith(expected)
+
+
+def test_a_template_failing_on_the_messages_is_a_usage_error_naming_the_failure():
+    with pytest.raises(UsageError, match="TypeError"):
+        render("{{ 'a' + messages[0].content }}", [{"role": "assistant", "content": None}])

@@ -174,10 +174,11 @@ def tokenizer_json() -> Path:
     return target
 
 
-def model_dir(where: Path, chat_template: str | None = None) -> Path:
+def model_dir(where: Path, chat_template: str | None = None, **config: object) -> Path:
     """A model folder in `where`: the test tokenizer and a Qwen3-style tokenizer_config.json (with `chat_template`
-    in it when given)."""
+    in it when given, and `config`'s fields over its own: another family's special tokens, say)."""
     where.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(tokenizer_json(), where / "tokenizer.json")
-    (where / "tokenizer_config.json").write_text(json.dumps(tokenizer_config(chat_template), indent=2) + "\n")
+    written = {**tokenizer_config(chat_template), **config}
+    (where / "tokenizer_config.json").write_text(json.dumps(written, indent=2, ensure_ascii=False) + "\n")
     return where

@@ -103,8 +103,10 @@ def render(
             add_generation_prompt=add_generation_prompt,
             **variables,
         )
-    except jinja2.TemplateError as exc:
-        raise UsageError(f"The chat template {template.path} could not render this conversation: {exc}") from exc
+    except (jinja2.TemplateError, TypeError, ValueError, LookupError, AttributeError, ArithmeticError) as exc:
+        # a template's own refusal (raise_exception), or its expressions failing on these messages (None + str)
+        said = str(exc) if isinstance(exc, jinja2.TemplateError) else f"{type(exc).__name__}: {exc}"
+        raise UsageError(f"The chat template {template.path} could not render this conversation: {said}") from exc
 
 
 # --- the environment -------------------------------------------------------------------------------------------------
