@@ -104,3 +104,43 @@ def test_without_the_tokenizers_package_loading_says_how_to_install_it(tmp_path,
     with pytest.raises(UsageError, match="tokenizers package") as info:
         load_tokenizer(tmp_path)
     assert "oc-repl[tokens]" in info.value.hint
+
+
+def test_the_longest_added_token_wins_where_two_start_at_the_same_place(tmp_path):
+    folder = model_dir(tmp_path / "m")
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    first = token_id(ADDED[-1][0]) + 1
+    for n, text in enumerate(["<r_1|>", "<r_1|>0", "<r_1|>00"]):
+        config["added_tokens_decoder"][str(first + n)] = {"content": text, "special": True, "normalized": False}
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    tok = load_tokenizer(folder)
+    for text in ("<r_1|>00", "a<r_1|>0b", "<r_1|><r_1|>000", "x<r_1|>"):
+        assert tok.encode(text) == tok.backend.encode(text, add_special_tokens=False).ids, text
+    assert tok.encode("<r_1|>00") == [first + 2]
+
+
+@pytest.mark.parametrize("lstrip", [False, True], ids=["by-segment", "whole"])
+def test_what_the_tokenizers_post_processor_adds_is_never_added(tmp_path, lstrip):
+    from tokenizers import Tokenizer, processors
+
+    folder = model_dir(tmp_path / "m")
+    backend = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    bos = token_id("<|endoftext|>")
+    backend.post_processor = processors.TemplateProcessing(
+        single="<|endoftext|> $A", special_tokens=[("<|endoftext|>", bos)]
+    )
+    backend.save(str(folder / "tokenizer.json"))
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["added_tokens_decoder"][str(token_id(ADDED[-1][0]) + 1)] = {
+        "content": "<s_t>",
+        "special": True,
+        "normalized": False,
+        "lstrip": lstrip,
+    }
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    tok = load_tokenizer(folder)
+    assert backend.encode("hi").ids == [bos, 6023]  # what encoding with special tokens would give
+    assert (
+        tok.encode("hi") == [6023] and tok.encode("hi <s_t>")[-1] == tok.token_id("<s_t>") == token_id(ADDED[-1][0]) + 1
+    )
+    assert tok.encode("hi <s_t>") == tok.backend.encode("hi <s_t>", add_special_tokens=False).ids
