@@ -222,3 +222,39 @@ def test_qwen3_writes_string_arguments_as_they_are_and_dict_arguments_with_tojso
 def test_a_template_failing_on_the_messages_is_a_usage_error_naming_the_failure():
     with pytest.raises(UsageError, match="TypeError"):
         render("{{ 'a' + messages[0].content }}", [{"role": "assistant", "content": None}])
+
+
+def test_a_camel_request_renders_with_its_tools_and_the_training_history():
+    from oc_repl.client.chat_template import render_request
+    from oc_repl.protocols import create
+    from oc_repl.types import Task
+
+    protocol = create("camel-terminal-toolkit")
+    protocol.start(Task(name="t1", instruction="List the files."))
+    request = protocol.request()
+    text = render_request(qwen3(), request.messages, request.options)
+    tools = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in request.options["tools"])
+    assert f"<tools>\n{tools}\n</tools>" in text
+    assert text.endswith(
+        "<|im_start|>user\nTask name:t1\nTask instruction: List the files.<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert text.count("<|im_start|>") == 3  # system (with the tools), the task, the generation prompt
+
+
+def test_a_request_without_tools_renders_none_and_passes_chat_template_kwargs():
+    from oc_repl.client.chat_template import render_request
+
+    source = "{{ tools is none }} {{ enable_thinking }} {{ add_generation_prompt }}"
+    templates = ChatTemplates({"default": Template("default", source, "test")})
+    options = {"tools": [], "extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}
+    assert render_request(templates, [], options) == "True False True"
+
+
+def test_the_harness_renders_again_without_tools_when_the_template_fails_with_them():
+    from oc_repl.client.chat_template import render_request
+
+    source = "{% if tools %}{{ raise_exception('no tools here') }}{% endif %}plain"
+    templates = ChatTemplates({"default": Template("default", source, "test")})
+    with pytest.raises(UsageError, match="no tools here"):
+        render_request(templates, [], {"tools": [{"type": "function"}]})
+    assert render_request(templates, [], {"tools": [{"type": "function"}]}, harness=True) == "plain"

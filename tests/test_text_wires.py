@@ -292,3 +292,11 @@ def test_the_stop_token_left_in_a_streamed_answer_is_never_shown(tools):
     stream.take(json.dumps({"choices": [{"index": 0, "text": "", "finish_reason": "stop"}]}))
     reply = stream.reply(None)
     assert "".join(shown) == reply.content == "All done.\n"
+
+
+@pytest.mark.parametrize("field", ["stop_reason", "matched_stop"], ids=["vllm", "sglang"])
+def test_a_completion_stopped_by_a_string_keeps_it(field):
+    choice = {"index": 0, "text": "a<|im_end|>", "finish_reason": "stop", field: "<|im_end|>"}
+    assert completions_reply({"choices": [choice]}, None, (), EOS).content == "a<|im_end|>"
+    choice[field] = 151645  # a stop token instead: taken off
+    assert completions_reply({"choices": [choice]}, None, (), EOS).content == "a"

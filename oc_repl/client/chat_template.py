@@ -84,6 +84,23 @@ class ChatTemplates:
         return render(template, messages, tools, add_generation_prompt, documents, {**self.variables, **kwargs})
 
 
+def render_request(
+    templates: ChatTemplates, messages: list[dict[str, Any]], options: dict[str, Any], harness: bool = False
+) -> str:
+    """The prompt of a protocol's request (its messages and `Request.options`) as the training harness rendered it:
+    the options' tools (none when empty: `tools or None`), `extra_body.chat_template_kwargs` as template keywords, and
+    the generation prompt. With `harness`, a template that fails with the tools is rendered again without them, as
+    the harness's `_apply_chat_template` did."""
+    tools = options.get("tools") or None
+    kwargs = (options.get("extra_body") or {}).get("chat_template_kwargs") or {}
+    try:
+        return templates.render(messages, tools, add_generation_prompt=True, **kwargs)
+    except UsageError:
+        if not (harness and tools):
+            raise
+        return templates.render(messages, None, add_generation_prompt=True, **kwargs)
+
+
 def render(
     template: Template,
     messages: list[dict[str, Any]],

@@ -139,6 +139,12 @@ def generate_reply(
     return reply
 
 
+def _stopped_by_string(choice: dict[str, Any]) -> bool:
+    """Whether a stop string (not a token) ended the choice: vLLM's `stop_reason`, sglang's `matched_stop`."""
+    matched = choice.get("stop_reason")
+    return isinstance(matched if matched is not None else choice.get("matched_stop"), str)
+
+
 def _choice(raw: dict[str, Any]) -> dict[str, Any] | None:
     choices = raw.get("choices")
     if choices is None or choices == []:
@@ -164,7 +170,7 @@ def completions_reply(
     finish = _text(choice.get("finish_reason"), "finish_reason") or None
     if finish is None:
         raise Incomplete("the answer has no finish_reason")
-    text = _trimmed(_text(choice.get("text"), "text"), finish, isinstance(choice.get("stop_reason"), str), eos_texts)
+    text = _trimmed(_text(choice.get("text"), "text"), finish, _stopped_by_string(choice), eos_texts)
     reply = text_reply(text, finish, raw.get("usage"), max_tokens, tools, keep_unknown)
     reply.raw = {**raw, **reply.raw}
     return reply
@@ -308,7 +314,7 @@ class CompletionsStream(TextStream):
             return ""
         finish = _text(choice.get("finish_reason"), "finish_reason") or None
         if finish is not None:
-            self.finish, self.stop_was_string = finish, isinstance(choice.get("stop_reason"), str)
+            self.finish, self.stop_was_string = finish, _stopped_by_string(choice)
         delta = _text(choice.get("text"), "text")
         self.text += delta
         return delta
