@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from typing import Any
 
 from oc_repl.types import ToolCall
@@ -17,6 +19,9 @@ from oc_repl.types import ToolCall
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 _CALL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
+# sglang's qwen25 framing: a block only counts with the newlines inside its tags.
+QWEN25_OPEN, QWEN25_CLOSE = CALL_OPEN + "\n", "\n" + CALL_CLOSE
+_QWEN25_BLOCK = re.compile(re.escape(QWEN25_OPEN) + "(.*?)" + re.escape(QWEN25_CLOSE), re.S)
 
 
 # Far below the interpreter's recursion limit (1000), so whatever was read can be written out again from anywhere in
@@ -139,3 +144,57 @@ def render_call(name: str, arguments: Any) -> str:
     they came: empty ones leave the block unreadable, as they were."""
     args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
     return f'{CALL_OPEN}\n{{"name": {json.dumps(name)}, "arguments": {args}}}\n{CALL_CLOSE}'
+
+
+@dataclass
+class Qwen25Calls:
+    """What sglang's qwen25 parser (0.5) makes of a whole reply, as the training harness used it.
+
+    - `found`: the text holds `<tool_call>\\n`; then `content` is the text before the first one, stripped, and
+      whatever follows the blocks is dropped; otherwise `content` is the text as it is and there are no calls;
+    - `calls`: (name, arguments as sglang re-serialises them: `json.dumps(parameters or arguments or {})`), one per
+      object of each `<tool_call>\\n...\\n</tool_call>` block (a block may hold a list of them), in order;
+    - `blocks`: the text inside every such block, in order; `bad_json`: those whose JSON did not parse (sglang skips
+      them and reads the others);
+    - `unknown`: names of calls dropped because no tool has them (sglang's default);
+    - `failed`: the parser raised (a block's JSON is not an object or a list of objects, a name is a list or an
+      object; here also JSON nested deeper than MAX_DEPTH): the harness then kept the text whole and ran no call.
+    """
+
+    content: str
+    found: bool = False
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    blocks: list[str] = field(default_factory=list)
+    bad_json: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    failed: bool = False
+
+
+def qwen25_calls(text: str, tools: Collection[str], keep_unknown: bool = False) -> Qwen25Calls:
+    """The calls of `text` by sglang's qwen25 rules, for the tools named `tools` (none: no parsing at all)."""
+    start = text.find(QWEN25_OPEN)
+    if start < 0 or not tools:
+        return Qwen25Calls(content=text)
+    blocks = _QWEN25_BLOCK.findall(text)
+    parsed = Qwen25Calls(content=text[:start].strip(), found=True, blocks=blocks)
+    given_up = Qwen25Calls(content=text, found=True, blocks=blocks, failed=True)
+    for body in blocks:
+        try:
+            value = bounded_json(body.strip())
+        except TooDeep:
+            return given_up
+        except ValueError:
+            parsed.bad_json.append(body)
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if not isinstance(item, dict):
+                return given_up
+            name = item.get("name")
+            if name and isinstance(name, (list, dict)):  # sglang's `name in tools` raises on it
+                return given_up
+            if not (name and name in tools) and not keep_unknown:
+                parsed.unknown.append(str(name))
+                continue
+            arguments = item.get("parameters") or item.get("arguments", {})
+            parsed.calls.append((str(name), json.dumps(arguments, ensure_ascii=False)))
+    return parsed

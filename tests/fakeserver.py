@@ -1,4 +1,5 @@
-"""A loopback OpenAI-compatible chat server that answers like sglang, vLLM, llama-cpp-python or ollama.
+"""A loopback OpenAI-compatible chat server that answers like sglang, vLLM, llama-cpp-python or ollama; with a
+tokenizer in the script it also speaks the text routes, sglang's `/generate` and `/v1/completions` (fakenative.py).
 
 A script lists what the model generates; the server applies its flavour's parser rules to that text
 and sends the result in the wire shapes of reference/wire-formats.md, streamed or not:
@@ -44,6 +45,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from tests import fakenative
 from tests.fakemodel import call_text, calls_text, full_message, generate, stream_deltas  # noqa: F401 (for tests)
 
 # --- HTTP ----------------------------------------------------------------------------------------------
@@ -142,9 +144,15 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw or b"{}")
         except ValueError:
             body = None
-        fake._record("POST", self.path, body, self.headers, received, self.client_address[1])
+        text_route = fakenative.route(self.path)  # /generate, /v1/completions: a prompt the client rendered
+        prompt_ids, prompt_text = fakenative.prompt_of(fake.script, text_route, body) if text_route else (None, None)
+        extra = {"prompt_ids": prompt_ids, "prompt_text": prompt_text} if text_route else {}
+        fake._record("POST", self.path, body, self.headers, received, self.client_address[1], **extra)
         if not self._authorized():
             return self._json(401, _error_body(401, "wrong API key"))
+        if text_route:
+            reply = fake._next_reply(body) if isinstance(body, dict) else None
+            return fakenative.serve(self, text_route, body, reply, prompt_ids)
         if not self.path.rstrip("/").endswith("/chat/completions"):
             return self._json(404, _error_body(404, f"no route {self.path}"))
         if not isinstance(body, dict):
@@ -354,8 +362,11 @@ class FakeServer:
             return replies[turn]
         return replies[-1] if replies and self.script.get("cycle") else None
 
-    def _record(self, method: str, path: str, body: Any, headers: Any, received: float, port: int) -> None:
+    def _record(
+        self, method: str, path: str, body: Any, headers: Any, received: float, port: int, **extra: Any
+    ) -> None:
         entry = {
+            **extra,
             "method": method,
             "path": path,
             "body": body,

@@ -51,7 +51,13 @@ NEEDS = (
         r"python3\.\d+ is not installed",
         "OC_REPL_TEST_PYTHONS=/path/to/python3.X:... python -m pytest -q   (or install python3.X on PATH)",
     ),
-    Need("the package index", r"could not be downloaded", "pip download terminal-bench==0.2.18   (check pip's index)"),
+    Need("the package index", r"could not be downloaded", "pip download --no-deps <the package it names>"),
+    Need("the tokenizers package", r"tokenizers package is not installed", "pip install '.[test]'"),
+    Need(
+        "the pinned upstream files (../shared/upstream)",
+        r"pinned upstream file",
+        "run the suite from a checkout with ../shared/upstream beside it",
+    ),
 )
 
 

@@ -4,70 +4,23 @@ let upstream's agent and ours run side by side on the same replies and screens."
 
 from __future__ import annotations
 
-import hashlib
-import os
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
-
-import pytest
 
 from oc_repl.protocols.templates import Templates, parse
 from oc_repl.protocols.terminus.parse import SPECS
 from oc_repl.protocols.terminus.sync import derive_messages
 from oc_repl.protocols.terminus.tmux import Probe, Terminal
 from oc_repl.protocols.terminus.upstream import PROMPTS, read_member
+from tests.packages import package_file
 
 VERSION = "0.2.18"
 WHEEL_SHA256 = "564e8f50968c91a9018edf62ed0c2cfb3a1cf068cf4f843bcaeed06d8340f2e8"
 FORMATS = {"json": "terminus-json", "xml": "terminus-xml"}
 
 
-def _cache_dir() -> Path:
-    root = os.environ.get("OC_REPL_CACHE") or Path.home() / ".cache" / "oc-repl-tests"
-    return Path(root) / f"terminal-bench-{VERSION}"
-
-
-def _download(target: Path) -> Path:
-    # The wheel declares Python >= 3.12; its code is run with stand-ins for its imports, which works from 3.10.
-    command = [sys.executable, "-m", "pip", "download", f"terminal-bench=={VERSION}", "--no-deps"]
-    command += [
-        "--ignore-requires-python",
-        "--only-binary=:all:",
-        "--timeout",
-        "20",
-        "--retries",
-        "1",
-        "-d",
-        str(target),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=100)
-    wheels = sorted(target.glob(f"terminal_bench-{VERSION}-*.whl"))
-    if done.returncode or not wheels:
-        lines = done.stderr.strip().splitlines() or [f"pip exited with {done.returncode}"]
-        raise OSError(lines[-1])
-    return wheels[0]
-
-
 def wheel() -> Path:
     """The wheel, checked by its published sha256; skips the test when it cannot be had (fails it under CI=true)."""
-    cache = _cache_dir()
-    found = sorted(cache.glob(f"terminal_bench-{VERSION}-*.whl"))
-    try:
-        if not found:  # downloaded beside the cache and moved in whole: parallel test workers may race for it
-            cache.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(dir=cache) as part:
-                downloaded = _download(Path(part))
-                found = [cache / downloaded.name]
-                os.replace(downloaded, found[0])
-    except (OSError, subprocess.SubprocessError) as exc:
-        reason = f"terminal-bench=={VERSION} could not be downloaded from the package index ({exc})"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason + "; CI=true, so this test may not be skipped", pytrace=False)
-        pytest.skip(reason + "; the comparison with upstream needs it")
-    assert hashlib.sha256(found[0].read_bytes()).hexdigest() == WHEEL_SHA256, f"{found[0]} is not the published wheel"
-    return found[0]
+    return package_file(f"terminal-bench=={VERSION}", f"terminal-bench-{VERSION}", WHEEL_SHA256, timeout=100)
 
 
 def derived_files(wheel_path: Path) -> dict[str, bytes]:

@@ -26,3 +26,8 @@ def check_api_base(api_base: str) -> str:
 def unusable(api_base: str, why: str = "") -> UsageError:
     said = f"The api base must be an http(s) URL, not {api_base!r}{f' ({why})' if why else ''}."
     return UsageError(said, hint="For example --api-base http://127.0.0.1:30000/v1")
+
+
+def server_root(api_base: str) -> str:
+    """The server's own root for its native routes (sglang's `/generate`): the api base without a trailing `/v1`."""
+    return check_api_base(api_base).removesuffix("/v1")

@@ -9,7 +9,7 @@ from oc_repl.calls import THINK_CLOSE, THINK_OPEN
 Delta = Callable[[str, str], None]
 
 
-def _held_suffix(text: str, tag: str) -> int:
+def held_suffix(text: str, tag: str) -> int:
     """Length of the longest suffix of text that could still grow into tag."""
     for n in range(min(len(tag) - 1, len(text)), 0, -1):
         if text.endswith(tag[:n]):
@@ -76,7 +76,7 @@ class ThinkRouter:
                     self._reasoning.add(self._buf[:end])
                     self._state, self._buf = "after", self._buf[end + len(THINK_CLOSE) :]
                     continue
-                keep = _held_suffix(self._buf, THINK_CLOSE)
+                keep = held_suffix(self._buf, THINK_CLOSE)
                 self._reasoning.add(self._buf[: len(self._buf) - keep])
                 self._buf = self._buf[len(self._buf) - keep :]
                 return

@@ -7,9 +7,20 @@ Nothing here touches the network or imports the SDK, so every rule about server 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from typing import Any
 
-from oc_repl.calls import is_json_object, new_call_id, parse_arguments, render_call, salvage_calls, split_think
+from oc_repl.calls import (
+    QWEN25_CLOSE,
+    QWEN25_OPEN,
+    is_json_object,
+    new_call_id,
+    parse_arguments,
+    qwen25_calls,
+    render_call,
+    salvage_calls,
+    split_think,
+)
 from oc_repl.types import Reply, ToolCall, Usage
 
 # --- history ---------------------------------------------------------------------------------------
@@ -217,10 +228,53 @@ def build_reply(message: dict[str, Any], finish_reason: str | None, usage: Any, 
             if calls or bad:
                 reply.reasoning = rest
         reply.tool_calls, reply.malformed_calls = calls, bad
+    return _settled(reply, finish_reason, max_tokens, broken_native)
+
+
+def _settled(reply: Reply, finish_reason: str | None, max_tokens: int | None, broken: bool) -> Reply:
+    """Marks a reply cut by the token cap (or with calls whose arguments do not parse) and holds its calls back."""
     spent = reply.usage.completion_tokens if reply.usage else 0
     reply.cut_off = finish_reason == "length" or bool(max_tokens and spent >= max_tokens)
-    reply.truncated = reply.cut_off or broken_native
+    reply.truncated = reply.cut_off or broken
     if reply.truncated and reply.tool_calls:
         reply.malformed_calls = [render_call(c.name, c.arguments) for c in reply.tool_calls] + reply.malformed_calls
         reply.tool_calls = []
     return reply
+
+
+def text_reply(
+    text: str,
+    finish_reason: str | None,
+    usage: Any,
+    max_tokens: int | None,
+    tools: Collection[str] = (),
+    keep_unknown: bool = False,
+) -> Reply:
+    """A reply the client reads itself from the generated text, as the training harness read it (the text wires):
+    the calls by sglang's qwen25 rules (calls.qwen25_calls) when the request offered tools, then a leading think block.
+
+    Blocks whose JSON does not parse, and those of a reply the parser gave up on, become malformed_calls; calls to
+    tools that were not offered are dropped (kept with `keep_unknown`), and named in `raw["dropped_calls"]`.
+    """
+    parsed = qwen25_calls(text, tools, keep_unknown)
+    inner, content = split_think(parsed.content)
+    reply = Reply(
+        content=content,
+        reasoning=(inner or "").strip(),
+        finish_reason=finish_reason or "",
+        usage=to_usage(usage),
+        raw_content=text,
+    )
+    broken = False
+    for name, arguments in parsed.calls:
+        args = parse_arguments(arguments)
+        if args is None:  # arguments that are no object (null, a list, a number): no call camel could run
+            broken = True
+            reply.malformed_calls.append(render_call(name, arguments))
+        else:
+            reply.tool_calls.append(ToolCall(id=new_call_id(), name=name, arguments=args))
+    unreadable = parsed.blocks if parsed.failed else parsed.bad_json
+    reply.malformed_calls += [QWEN25_OPEN + body + QWEN25_CLOSE for body in unreadable]
+    if parsed.unknown:
+        reply.raw = {"dropped_calls": parsed.unknown}
+    return _settled(reply, finish_reason, max_tokens, broken)
