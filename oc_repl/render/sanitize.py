@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-# Cc, Cf, Cs, Zl and Zp, and the Hangul fillers (letters that draw nothing); tests/render/test_visible.py checks this class
-# against unicodedata. Spelled out rather than derived: scanning the code points costs start-up time.
+# Cc, Cf, Cs, Zl and Zp, and the Hangul fillers (letters that draw nothing); tests/render/test_visible.py checks this
+# class against unicodedata. Spelled out rather than derived: scanning the code points costs start-up time.
 _HIDDEN = (
     "\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u180e"
     "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\u3164\ud800-\udfff\ufeff\uffa0\ufff9-\ufffb"

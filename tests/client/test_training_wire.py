@@ -1,4 +1,4 @@
-"""The training harness's prompt budget, middle cut and sampling parameters (oc_repl.client.training), held against
+"""The training harness's prompt budget, middle cut and sampling parameters (oc_repl.training), held against
 the harness's own code (the pinned OpenClaw-RL copy in ../shared/upstream, run by tests/harness_reference.py)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from oc_repl.client import training
-from oc_repl.client.training import OMITTED_MARKER, marker_ids, max_input_tokens, middle_cut, sampling_params
+from oc_repl import training
+from oc_repl.training import OMITTED_MARKER, marker_ids, max_input_tokens, middle_cut, sampling_params
 from tests.packages import shared_upstream
 
 HARNESS = "openclaw-rl-3cdb79d"

@@ -22,7 +22,7 @@ from oc_repl.client.text_wires import (
     generate_reply,
 )
 from oc_repl.client.tokenizer import load_tokenizer
-from oc_repl.client.training import marker_ids, middle_cut, sampling_params
+from oc_repl.training import marker_ids, middle_cut, sampling_params
 from tests.fakemodel import call_text
 from tests.tokenizer_support import model_dir, token_id
 

@@ -160,7 +160,7 @@ def test_loading_and_rendering_modules_do_not_import_jinja2_until_a_template_is_
     code = (
         "import sys\n"
         "import oc_repl.client.chat_template, oc_repl.client.tokenizer, oc_repl.client.text_wires\n"
-        "import oc_repl.client.training\n"
+        "import oc_repl.training\n"
         "print(sorted(m for m in ('jinja2', 'tokenizers') if m in sys.modules))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

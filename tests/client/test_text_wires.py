@@ -18,8 +18,8 @@ from oc_repl.client.text_wires import (
     generate_body,
     generate_reply,
 )
-from oc_repl.client.training import sampling_params
 from oc_repl.client.wire import text_reply
+from oc_repl.training import sampling_params
 from tests.fakemodel import call_text, calls_text
 
 TOOLS = ("shell_exec", "shell_view")
