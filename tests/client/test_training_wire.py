@@ -8,12 +8,12 @@ import json
 import random
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from oc_repl import training
 from oc_repl.training import OMITTED_MARKER, marker_ids, max_input_tokens, middle_cut, sampling_params
+from tests.conftest import ROOT
 from tests.packages import shared_upstream
 
 HARNESS = "openclaw-rl-3cdb79d"
@@ -90,7 +90,7 @@ def test_budget_cut_and_stop_tokens_equal_the_harness_code(tmp_path):
         "cuts": cases,
     }
     (tmp_path / "plan.json").write_text(json.dumps(plan))
-    script = Path(__file__).with_name("harness_reference.py")
+    script = ROOT / "tests" / "harness_reference.py"
     proc = subprocess.run(
         [sys.executable, str(script), str(terminal_rl), str(tmp_path / "plan.json")],
         capture_output=True,
