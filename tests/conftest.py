@@ -119,3 +119,6 @@ def invoke_cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Co
 
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+pytest_plugins = ["tests.docker_support"]

@@ -77,9 +77,14 @@ def container_factory(client: Any) -> Iterator[Callable[..., Any]]:
             container.remove(force=True)
 
 
+# Every docker test module's marks; the fixtures below reach every test module (this module is a plugin of
+# tests/conftest.py).
+DOCKER = [pytest.mark.docker, pytest.mark.usefixtures("docker_client")]
+
+
 @pytest.fixture(scope="module", name="docker_client")
 def docker_client_fixture() -> Iterator[Any]:
-    """A module's docker client (imported into the module that uses it)."""
+    """A module's docker client."""
     yield from docker_session()
 
 

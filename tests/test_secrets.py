@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, cli_env, run_cli
-from tests.docker_support import answer, docker_session, exec_call
+from tests.docker_support import answer, exec_call
 from tests.secrets_support import KEY, REDACTED, TOKEN, assert_no_secret, echo_answer, echo_command, encodings, leaked
 
 
@@ -166,11 +166,6 @@ def test_a_key_given_twice_at_one_level_is_a_usage_error(tmp_path):
     key_file.write_text("")
     proc = run_cli(["run", "--api-key-file", str(key_file), "hi"], tmp_path)
     assert proc.returncode == 2 and "must hold the key alone" in proc.stderr
-
-
-@pytest.fixture
-def docker_client():
-    yield from docker_session()
 
 
 @pytest.mark.docker

@@ -15,7 +15,7 @@ import pytest
 
 from oc_repl.api import Settings, run_task
 from tests.conftest import ROOT, run_cli
-from tests.docker_support import IMAGE, answer, docker_client_fixture  # noqa: F401 (a fixture)
+from tests.docker_support import answer
 
 TASKS = ROOT / "examples" / "tasks"
 

@@ -22,12 +22,11 @@ from oc_repl.deviations import DEFAULTS
 from oc_repl.protocols.camel.tools import OBSERVATION_LIMIT, CamelTerminalTools
 from tests.conftest import ROOT, run_cli
 from tests.docker_support import (
+    DOCKER,
     IMAGE,
     answer,
     cli_args,
     completed_commands,
-    container_factory,
-    docker_session,
     events_of,
     exec_call,
     live_processes,
@@ -36,18 +35,7 @@ from tests.docker_support import (
 )
 from tests.protocols.camel.test_camel_tools import NO_OUTPUT, STILL_RUNNING, TERMINATED_EMPTY, M, N, builtin_tools
 
-
-@pytest.fixture(scope="module")
-def docker_client() -> Iterator[Any]:
-    yield from docker_session()
-
-
-pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_client")]
-
-
-@pytest.fixture
-def own_container(docker_client: Any) -> Iterator[Callable[..., Any]]:
-    yield from container_factory(docker_client)
+pytestmark = DOCKER
 
 
 # --- camel tools in a container -------------------------------------------------------------------------------------

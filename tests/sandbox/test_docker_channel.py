@@ -14,20 +14,9 @@ import pytest
 from oc_repl.sandbox.docker import DockerSandbox
 from oc_repl.sandbox.docker_channel import ChannelProcess
 from oc_repl.sandbox.docker_exec import EXIT_GRACE, DockerProcess
-from tests.docker_support import container_factory, docker_session, live_processes, wait_gone
+from tests.docker_support import DOCKER, live_processes, wait_gone
 
-
-@pytest.fixture(scope="module")
-def docker_client() -> Iterator[Any]:
-    yield from docker_session()
-
-
-pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_client")]
-
-
-@pytest.fixture
-def own_container(docker_client: Any) -> Iterator[Callable[..., Any]]:
-    yield from container_factory(docker_client)
+pytestmark = DOCKER
 
 
 @pytest.fixture

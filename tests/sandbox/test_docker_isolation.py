@@ -17,10 +17,8 @@ from tests.docker_support import (  # the fixtures too: docker_client, own_conta
     answer,
     cli_args,
     completed_commands,
-    docker_client_fixture,  # noqa: F401
     events_of,
     exec_call,
-    own_container_fixture,  # noqa: F401
 )
 
 MB = 1 << 20

@@ -15,15 +15,9 @@ import pytest
 from oc_repl.errors import SandboxLost
 from oc_repl.sandbox.docker import DockerImageSandbox, DockerSandbox
 from oc_repl.sandbox.docker_lifetime import DEFAULT_LIFETIME, EXPIRES, LABEL
-from tests.docker_support import IMAGE, TEST_LABEL, docker_session
+from tests.docker_support import DOCKER, IMAGE, TEST_LABEL
 
-
-@pytest.fixture(scope="module")
-def docker_client() -> Iterator[Any]:
-    yield from docker_session()
-
-
-pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_client")]
+pytestmark = DOCKER
 
 
 @pytest.fixture

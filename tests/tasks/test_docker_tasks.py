@@ -22,12 +22,11 @@ import pytest
 from oc_repl.events import parse_event
 from tests.conftest import ROOT, cli_env, run_cli
 from tests.docker_support import (
+    DOCKER,
     IMAGE,
     answer,
     cli_args,
     completed_commands,
-    container_factory,
-    docker_session,
     events_of,
     exec_call,
     started_cli,
@@ -39,17 +38,7 @@ from tests.docker_support import (
 TASKS = ROOT / "examples" / "tasks"
 
 
-@pytest.fixture(scope="module")
-def docker_client() -> Iterator[Any]:
-    yield from docker_session()
-
-
-pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_client")]
-
-
-@pytest.fixture
-def own_container(docker_client: Any) -> Iterator[Any]:
-    yield from container_factory(docker_client)
+pytestmark = DOCKER
 
 
 def labelled(client: Any) -> set[str]:

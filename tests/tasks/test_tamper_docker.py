@@ -10,7 +10,6 @@ import base64
 import hashlib
 import shutil
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +18,10 @@ import pytest
 from tests.bench_scripts import TERMINUS, episode, solution
 from tests.conftest import run_cli
 from tests.docker_support import (
+    DOCKER,
     REWARD_WRITER,
     answer,
     cli_args,
-    container_factory,
-    docker_session,
     events_of,
     exec_call,
     wait_gone,
@@ -31,13 +29,7 @@ from tests.docker_support import (
 from tests.fakeserver import call_text
 from tests.tasks.test_docker_tasks import TASKS, run_task
 
-
-@pytest.fixture(scope="module")
-def docker_client() -> Iterator[Any]:
-    yield from docker_session()
-
-
-pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_client")]
+pytestmark = DOCKER
 
 
 def session_call(command: str, call_id: str = "bg") -> dict:
@@ -246,11 +238,6 @@ def test_a_pip_console_script_for_pytest_is_noted_and_a_fake_one_is_tampered(ser
 
 
 # --- what is stopped -----------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def own_container(docker_client: Any) -> Iterator[Any]:
-    yield from container_factory(docker_client)
 
 
 def test_an_attached_containers_own_processes_survive_and_the_agents_are_stopped(serve, tmp_path, own_container):

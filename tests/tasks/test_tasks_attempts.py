@@ -3,24 +3,15 @@ the outcome names it, and no attempt's container is left behind."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from tests.bench_scripts import TASKS, solution
 from tests.cli.test_cli import answer
 from tests.conftest import run_cli
-from tests.docker_support import IMAGE, completed_commands, docker_session, events_of, exec_call
+from tests.docker_support import DOCKER, IMAGE, completed_commands, events_of, exec_call
 from tests.tasks.test_docker_tasks import gone
 
-
-@pytest.fixture(scope="module")
-def docker_client() -> Iterator[Any]:
-    yield from docker_session()
-
-
-pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_client")]
+pytestmark = DOCKER
 
 
 def hostnames(events: list[Any]) -> list[str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +14,9 @@ import pytest
 from tests.bench_scripts import TASKS, solution
 from tests.cli.test_cli import answer
 from tests.conftest import run_cli
-from tests.docker_support import docker_session, events_of, exec_call
+from tests.docker_support import DOCKER, events_of, exec_call
 
-
-@pytest.fixture(scope="module")
-def docker_client() -> Iterator[Any]:
-    yield from docker_session()
-
-
-pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_client")]
+pytestmark = DOCKER
 
 
 def run_task(serve, tmp_path: Path, task: Path, replies: list[dict], *more: str, timeout: float = 120):

@@ -18,7 +18,7 @@ from oc_repl.types import Step, Task
 from tests.cli.test_cli import answer, base_args
 from tests.client_support import sse_chunk
 from tests.conftest import read_jsonl, run_cli
-from tests.docker_support import IMAGE, docker_client_fixture  # noqa: F401 (a fixture)
+from tests.docker_support import IMAGE
 from tests.fakeserver import call_text
 from tests.protocols.camel.test_camel_tools import A, M
 

@@ -13,17 +13,12 @@ from oc_repl.events import parse_event
 from oc_repl.protocols.terminus.protocol import TerminusJson
 from oc_repl.protocols.terminus.pty_terminal import PtyTerminal
 from tests.conftest import ROOT, cli_env, run_cli
-from tests.docker_support import IMAGE, docker_session
+from tests.docker_support import IMAGE
 from tests.protocols.terminus.test_pty_terminal import check_dashes_and_long_keys, check_typed_ahead, opened, play
 from tests.protocols.terminus.test_terminus_cli import js, xml
 
 TASKS = ROOT / "examples" / "tasks"
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(scope="module")
-def docker_client() -> Iterator[Any]:
-    yield from docker_session()
 
 
 @pytest.fixture
