@@ -141,7 +141,13 @@ def verdict(c: Comparison) -> str:
     )
     if c.separable:
         better = c.other if observed > 0 else c.baseline
-        return f"{said}: separable at the {100 * ALPHA:.0f}% level; {better} resolves more"
+        words = f"{said}: separable at the {100 * ALPHA:.0f}% level; {better} resolves more"
+        if c.ci_low <= 0 <= c.ci_high:  # the trials tell them apart, the tasks not yet: say so
+            words += (
+                f", though the paired interval over tasks ({100 * c.ci_low:+.0f} … {100 * c.ci_high:+.0f} pp) still "
+                "holds zero: more tasks would tell whether it holds beyond these"
+            )
+        return words
     words = (
         f"{said}: not separable at this sample size: a difference below {c.detectable_pp:.1f} pp cannot be detected "
         f"with {100 * POWER:.0f}% power"
