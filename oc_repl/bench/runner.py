@@ -115,7 +115,7 @@ class Bench:
         self.stop_signal = 0  # the signal that asked the bench to stop
 
     def _dir(self, trial: Trial) -> Path:
-        return trial_dir(self.out, trial.task.name, trial.protocol, trial.attempt)
+        return trial_dir(self.out, trial.task.name, trial.arm, trial.attempt)
 
     def run(self) -> int:
         """Runs every unfinished trial; 0 when all are finished, 130 when stopped (Ctrl-C, SIGTERM) before."""
