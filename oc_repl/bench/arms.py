@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from oc_repl.errors import UsageError
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._+=@-]+")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+=@:-]+")
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from math import comb
 
 from oc_repl.bench.exact import LEVEL, wilson
 from oc_repl.bench.results import TrialResult
+from oc_repl.outcome import FAILURE_MODES
 
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
@@ -107,6 +108,11 @@ class ArmStats:
     run: str = ""  # the bench directory it comes from
 
 
+def _in_order(found: Counter[str]) -> dict[str, int]:
+    """Counts of failure modes in bench's order of them."""
+    return {mode: found[mode] for mode in FAILURE_MODES if found[mode]}
+
+
 def counts(result: TrialResult, count_infra: bool) -> bool:
     """Whether a finished trial counts in the score."""
     return count_infra or not result.infrastructure
@@ -163,8 +169,8 @@ def arm_stats(
         mean_tokens_out=mean([t.tokens_out for t in trials]),
         mean_wall_time_s=mean([t.wall_time_s for t in trials]),
         total_wall_time_s=sum(t.wall_time_s for t in trials),
-        failure_modes=dict(Counter(t.failure_mode for t in trials)),
-        infra_modes=dict(Counter(t.failure_mode for t in infra)),
+        failure_modes=_in_order(Counter(t.failure_mode for t in trials)),
+        infra_modes=_in_order(Counter(t.failure_mode for t in infra)),
         per_task=dict(sorted(per_task.items())),
         per_task_partial=dict(sorted(partial.items())),
         infra_errors={t.failure_mode: t.error.strip().splitlines()[0] for t in infra if t.error.strip()},

@@ -44,7 +44,7 @@ def results(out: Path) -> dict[tuple[str, str, int], dict]:
     found = {}
     for path in (out / "trials").glob("*/*/*/result.json"):
         data = json.loads(path.read_text())
-        found[(data["task"], data["protocol"], data["attempt"])] = data
+        found[(data["task"], data.get("arm") or data["protocol"], data["attempt"])] = data
     return found
 
 
