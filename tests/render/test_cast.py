@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -89,7 +90,7 @@ def test_a_terminus_recording_replays_its_screens_with_real_timing(serve, tmp_pa
     frames = [SGR.sub("", e[2].removeprefix(CLEAR)).replace("\r\n", "\n") for e in events]
     assert frames == [sanitize(screen) for screen in screens(transcript)]  # every screen the model saw, in order
     assert any("cast-check-one" in f for f in frames) and any("lines" in f for f in frames)
-    gaps = [b[0] - a[0] for a, b in zip(events, events[1:])]
+    gaps = [b[0] - a[0] for a, b in pairwise(events)]
     assert max(gaps) > 1.4  # the server's pause is in it, as it happened
     assert header["height"] >= final_frame(events).count("\n") + 1
     assert max(len(line) for line in final_frame(events).split("\n")) < header["width"]
@@ -99,9 +100,9 @@ def test_a_terminus_recording_replays_its_screens_with_real_timing(serve, tmp_pa
     assert run_cli(args, tmp_path).returncode == 0
     _, quick = read_cast(fast)
     assert [e[2] for e in quick] == [e[2] for e in events]
-    quick_gaps = [b[0] - a[0] for a, b in zip(quick, quick[1:])]
+    quick_gaps = [b[0] - a[0] for a, b in pairwise(quick)]
     assert max(quick_gaps) <= 0.5 / 4 + 1e-6
-    assert all(q == pytest.approx(min(g, 0.5) / 4, abs=1e-3) for q, g in zip(quick_gaps, gaps))
+    assert all(q == pytest.approx(min(g, 0.5) / 4, abs=1e-3) for q, g in zip(quick_gaps, gaps, strict=True))
 
 
 def test_a_camel_recording_is_a_session_of_its_commands_and_outputs(serve, tmp_path):
