@@ -201,6 +201,11 @@ def test_trials_a_dying_server_failed_run_again_on_the_next_invocation(tmp_path)
 
     revived = FakeServer(script, port=port).start()
     try:
+        kept = run_cli([*args, "--keep-failures"], tmp_path, timeout=300)
+        assert kept.returncode == 0, kept.stderr
+        assert revived.chat_requests() == []  # nothing ran again, not even the server check
+        assert sorted(k for k, r in results(out).items() if r["failure_mode"] == "server_error") == sorted(failed)
+        assert "3 of 4 trials failed on infrastructure (server_error 3)" in " ".join(kept.stdout.split())
         proc = run_cli(args, tmp_path, timeout=300)
     finally:
         revived.stop()
