@@ -30,6 +30,7 @@ from oc_repl.bench.health import Health
 from oc_repl.bench.results import STDERR, TRANSCRIPT, TrialResult, from_transcript, read_result, trial_dir, write_result
 from oc_repl.config import RunSettings
 from oc_repl.errors import BuildError, OcReplError
+from oc_repl.outcome import Status
 from oc_repl.private import make_dirs, open_private
 from oc_repl.redact import RedactedStream, Redactor, redactor
 from oc_repl.safejson import loads
@@ -271,8 +272,8 @@ def _build_failed(trial: Trial, protocol: str, exc: BuildError) -> TrialResult:
         protocol=protocol,
         arm="" if trial.arm == protocol else trial.arm,
         attempt=trial.attempt,
-        outcome="build_error",
-        failure_mode="build_error",
+        outcome=Status.BUILD_ERROR.value,
+        failure_mode=Status.BUILD_ERROR.failure_mode(),
         resolved=False,
         exit_code=None,
         task_format=trial.task.format,
