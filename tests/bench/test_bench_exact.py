@@ -8,10 +8,11 @@ import pytest
 from oc_repl.bench.compare import Arm, arms_of, summarize
 from oc_repl.bench.exact import detectable, fisher, mcnemar, trials_needed, wilson
 from oc_repl.bench.results import TrialResult
-from oc_repl.bench.stats import arm_stats, bootstrap_ratio_ci
+from oc_repl.bench.stats import arm_stats, bootstrap_ci, bootstrap_ratio_ci
 from oc_repl.outcome import Status, infrastructure_mode
 
 stats = pytest.importorskip("scipy.stats", reason="scipy checks the statistics (pip install '.[test]')")
+np = pytest.importorskip("numpy")
 
 
 @pytest.mark.parametrize("trials", [1, 2, 5, 17, 89, 267, 1000])
@@ -66,6 +67,28 @@ def test_the_bootstrap_keeps_a_tasks_trials_together():
     assert bootstrap_ratio_ci([(2.0, 4.0)] * 5) == (0.5, 0.5)
     low, high = bootstrap_ratio_ci([(0.0, 3.0), (3.0, 3.0), (1.5, 3.0)])
     assert 0.0 <= low < 0.5 < high <= 1.0
+
+
+def test_the_bootstrap_interval_is_scipys_percentile_bootstrap_over_tasks():
+    # per task: (partial scores summed over its trials, trials): 12 tasks of 1 to 4 trials
+    parts = [(0.0, 3.0), (3.0, 3.0), (1.5, 3.0), (0.5, 1.0), (2.0, 4.0), (0.0, 2.0)]
+    parts += [(1.0, 2.0), (4.0, 4.0), (0.25, 1.0), (0.0, 3.0), (2.5, 3.0), (1.0, 4.0)]
+    xs, ns = np.array([x for x, _ in parts]), np.array([n for _, n in parts])
+    expected = stats.bootstrap(
+        (xs, ns),
+        lambda x, n, axis=-1: x.sum(axis=axis) / n.sum(axis=axis),
+        paired=True,
+        vectorized=True,
+        n_resamples=40_000,
+        method="percentile",
+        random_state=np.random.default_rng(1),
+    ).confidence_interval
+    assert bootstrap_ratio_ci(parts) == pytest.approx((expected.low, expected.high), abs=0.015)
+    values = [0.0, 1.0, 0.5, 0.25, 1.0, 0.0, 0.75, 1.0]
+    expected = stats.bootstrap(
+        (np.array(values),), np.mean, n_resamples=40_000, method="percentile", random_state=np.random.default_rng(1)
+    ).confidence_interval
+    assert bootstrap_ci(values) == pytest.approx((expected.low, expected.high), abs=0.02)
 
 
 def test_every_end_is_the_models_the_infrastructures_or_unfinished():
