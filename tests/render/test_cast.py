@@ -127,3 +127,16 @@ def test_a_recording_shows_escape_sequences_the_model_wrote_instead_of_playing_t
     text = "".join(e[2] for e in read_cast(cast)[1])
     assert "\x1b]" not in text and "\x07" not in text and "\x1b[2J" not in text
     assert "\\x1b]0;owned\\x07\\x1b[2J\\x1b[31mred" in text
+
+
+def test_a_raw_recording_is_a_session_of_the_models_reply(serve, tmp_path):
+    server = serve({"flavour": "noparser", "replies": [{"text": "The answer is forty-two."}]})
+    transcript = tmp_path / "raw.jsonl"
+    args = ["run", "--api-base", server.url, "--protocol", "raw", "--sandbox", f"local:{tmp_path / 'w'}"]
+    assert run_cli([*args, "--transcript", str(transcript), "what is the answer"], tmp_path).returncode == 0
+    cast = tmp_path / "raw.cast"
+    assert run_cli(["show", str(transcript), "--cast", str(cast)], tmp_path).returncode == 0
+    _, events = read_cast(cast)
+    text = SGR.sub("", "".join(e[2] for e in events))
+    assert "# what is the answer" in text and "The answer is forty-two." in text
+    assert CLEAR not in text and "$ " not in text  # no screens, no commands: the conversation only
