@@ -148,6 +148,8 @@ def test_the_html_report_shows_scores_comparisons_buckets_and_plays_recordings(b
     screen = "\n".join(line.rstrip() for line in sanitize(last_screen(transcript)).split("\n")).rstrip()
     assert page.evaluate("window.ocScreenText()") == screen  # the last frame is the run's last screen
     assert page.locator("#player-screen").inner_text().rstrip() == screen
+    box = page.locator("#player-screen").bounding_box()
+    assert box is not None and box["width"] > 300 and box["height"] > 100  # drawn where it can be seen
     page.screenshot(path=str(tmp_path / "player.png"), full_page=True)
     assert [url for url in browser.requested if not url.startswith("file://")] == []  # nothing fetched
 
