@@ -1,6 +1,7 @@
 """`bench watch` follows a bench from its directory alone: the trials finished of those planned, each arm's score
 with its interval, infrastructure failures apart, the server's health as the running trials' transcripts tell it,
-and the running trials with their turn; it ends once every planned trial is finished."""
+and the running trials with their turn; it ends once every planned trial is finished. And the server's health
+decides how many trials start at once: fewer when replies slow down or it answers 429, more once it is well."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from oc_repl.bench.health import BASELINE, COOL_DOWN, Health
 from oc_repl.bench.results import TRANSCRIPT, TrialResult, trial_dir, write_result
 from tests.conftest import cli_env, run_cli
 
@@ -80,3 +82,20 @@ def test_watch_follows_until_every_planned_trial_is_finished(tmp_path):
     assert watch.returncode == 0, stderr
     text = " ".join(stderr.split())
     assert "[3/4] a · q · #1: resolved" in text and "[4/4] b · q · #1: unresolved 1/2 tests" in text
+
+
+def test_fewer_trials_start_when_replies_slow_down_and_more_once_the_server_is_well_again():
+    health = Health(jobs=8)
+    for n in range(BASELINE):  # the usual wait: a second
+        health.event(n, {"type": "turn.completed", "ttft_s": 1.0}, now=float(n))
+    health.event("slow", {"type": "turn.completed", "ttft_s": 30.0}, now=10.0)
+    assert health.allowed(now=10.0) == 4
+    assert health.notes == ["a reply took 30 s to start (usually 1.0 s): at most 4 trials at once (was 8)"]
+    health.event("slow", {"type": "turn.completed", "ttft_s": 30.0}, now=11.0)
+    assert health.allowed(now=11.0) == 4  # one change per cool-down
+    health.event("x", {"type": "error", "kind": "server", "message": "HTTP 429: slow down"}, now=10.0 + COOL_DOWN + 1)
+    assert health.allowed(now=10.0 + COOL_DOWN + 1) == 2
+    assert "last error: HTTP 429: slow down" in health.line(now=10.0 + COOL_DOWN + 1)
+    well = 10.0 + COOL_DOWN + 1 + 2 * COOL_DOWN + 1
+    assert health.allowed(now=well) == 3 and health.notes[-1].startswith("the server is answering well again")
+    assert health.allowed(now=well + 1) == 3 and health.allowed(now=well + COOL_DOWN + 1) == 4
