@@ -4,7 +4,9 @@ missing when run again."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -126,8 +128,15 @@ RESUME_PLAN = {
 
 
 def bench_processes(out: Path) -> list[str]:
-    found = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True).stdout
-    return found.split()
+    """The processes with a file of the bench directory open (a trial's transcript, its stderr.txt): a trial's
+    command line does not name the directory (its settings come on stdin)."""
+    found = set()
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        with contextlib.suppress(OSError):  # a process or a file descriptor gone meanwhile
+            for fd in fd_dir.iterdir():
+                if os.readlink(fd).startswith(f"{out}/"):
+                    found.add(fd_dir.parent.name)
+    return sorted(found - {str(os.getpid())})
 
 
 def conversations(server: Any) -> int:
