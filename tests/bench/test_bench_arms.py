@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from oc_repl.outcome import infrastructure_mode
 from tests.bench.test_bench import conversations, results
 from tests.bench_scripts import CAMEL, TASKS, bench_script, episode, route, scripted, solution
 from tests.conftest import cli_env, run_cli
@@ -38,6 +39,16 @@ ARM_A = {
 ARM_B = {**{key: "good" for key in ARM_A}, ("count-words", CAMEL): "bgg"}
 
 
+def settle(args: list[str], out: Path, tmp_path: Path) -> None:
+    """The bench run again (as a user would, at most twice) while a trial failed on infrastructure: a loaded machine
+    may fail a sandbox now and then, and what is measured here is the model's side."""
+    for _ in range(2):
+        if not any(infrastructure_mode(r["failure_mode"]) for r in results(out).values()):
+            return
+        proc = run_cli(args, tmp_path, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+
+
 def report(out: Path, tmp_path: Path, *more: str) -> dict:
     proc = run_cli(["bench", "report", "--json", str(out), *more], tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -51,6 +62,7 @@ def test_two_arms_are_separable_with_enough_trials_and_the_flipping_tasks_are_na
     args = ["bench", str(TASKS), "--api-base", f"{a.url},{b.url}", "--retries", "0", "-j", "3", "--out", str(out)]
     proc = run_cli([*args, "-k", "1"], tmp_path, timeout=400)
     assert proc.returncode == 0, proc.stderr
+    settle([*args, "-k", "1"], out, tmp_path)
     label_a, label_b = f"127.0.0.1:{a.port}", f"127.0.0.1:{b.port}"
     assert sorted(results(out)) == sorted((t, arm, 1) for t, _ in ARM_A for arm in (label_a, label_b))
     assert {r["model"] for r in results(out).values()} == {"qwen3-8b-oc"}
@@ -70,6 +82,7 @@ def test_two_arms_are_separable_with_enough_trials_and_the_flipping_tasks_are_na
     proc = run_cli([*args, "-k", "3"], tmp_path, timeout=600)  # the same bench, two more trials per task and arm
     assert proc.returncode == 0, proc.stderr
     assert "10 of 30 trials already finished in this directory: kept" in proc.stderr
+    settle([*args, "-k", "3"], out, tmp_path)
     large = json.loads(run_cli(["bench", "compare", str(out), "--json"], tmp_path).stdout)
     (c,) = large["comparisons"]
     assert (c["baseline_resolved"], c["baseline_trials"], c["other_resolved"], c["other_trials"]) == (6, 15, 14, 15)
