@@ -2,8 +2,9 @@
 
 Exceptions that end a run carry their Status (oc_repl.errors, where `status_of` reads it); `thread.completed` records
 the Status value; each Status knows its exit code, whether a verifier judges a run that ended so, whether it ends a
-series of attempts, whether a harness (Harbor) grades it, and its name in bench's vocabulary. The verifier, not the
-model, decides success: `final()` folds its verdict in, and the tamper evidence over it.
+series of attempts, whether a harness (Harbor) grades it, whether it is a failure of the infrastructure rather than of
+the model, and its name in bench's vocabulary. The verifier, not the model, decides success: `final()` folds its
+verdict in, and the tamper evidence over it.
 """
 
 from __future__ import annotations
@@ -61,6 +62,14 @@ class Status(str, Enum):
         (a tampered one too, with the evidence beside it). Any other end is a failure outside the model."""
         return self in _GRADED
 
+    @property
+    def infrastructure(self) -> bool:
+        """The run ended on a failure of what runs the model, not of the model: the server, the sandbox, the task's
+        image, the settings, or oc-repl itself. It says nothing about the model, so a bench leaves it out of the
+        score (by default) and runs it again; every other finished end is the model's own (an interruption is
+        neither: the run did not finish)."""
+        return self in _INFRASTRUCTURE
+
     def failure_mode(self, verify_timed_out: bool = False) -> str:
         """How a trial ended, in bench's one vocabulary (terminal-bench's names where it has one). A tampered run is
         that whatever its tests did; a verifier killed at its timeout is otherwise the tests' failure
@@ -97,6 +106,10 @@ _ENDS_ATTEMPTS = frozenset(
     {Status.VERIFIED, Status.USAGE, Status.BUILD_ERROR, Status.INTERRUPTED, Status.INTERNAL_ERROR, Status.TAMPERED}
 )
 _GRADED = _VERIFIABLE | {Status.CONTEXT_LENGTH, Status.TAMPERED}
+# A usage error in a trial is its setup's (a model the server does not list, say), never the model's answer.
+_INFRASTRUCTURE = frozenset(
+    {Status.SERVER_ERROR, Status.SANDBOX_ERROR, Status.BUILD_ERROR, Status.USAGE, Status.INTERNAL_ERROR}
+)
 
 # bench's names; one per way a trial can end (test_timeout comes from the verifier, not from a Status)
 FAILURE_MODES = (
@@ -131,6 +144,11 @@ _FAILURE_MODES = {
     Status.USAGE: "usage_error",
     Status.INTERNAL_ERROR: "internal_error",
 }
+
+
+def infrastructure_mode(mode: str) -> bool:
+    """A failure mode (bench's name for an end) that is the infrastructure's: the one split, read off `Status`."""
+    return any(s.infrastructure for s, name in _FAILURE_MODES.items() if name == mode)
 
 
 def final(status: Status, passed: bool | None, tampered: bool = False) -> Status:

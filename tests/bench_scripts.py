@@ -48,9 +48,23 @@ def route(task: Path, protocol: str, plays: str) -> dict:
     return {**base, "variants": variants}
 
 
+# What a request no route matches gets: the bench's server check before its first trial (a one-token reply).
+PROBE_REPLY = {"replies": [{"text": "ready"}], "cycle": True}
+
+
+def is_probe(request: dict) -> bool:
+    """The bench's server check, not a trial's turn."""
+    return request["body"].get("max_tokens") == 1
+
+
+def scripted(*routes: dict) -> dict:
+    """A fake-server script of these routes, answering the bench's server check too."""
+    return {"routes": list(routes), **PROBE_REPLY}
+
+
 def bench_script(plan: dict[tuple[str, str], str]) -> dict:
     """{(task, protocol): plays} -> a fake-server script."""
-    return {"routes": [route(TASKS / task, protocol, plays) for (task, protocol), plays in plan.items()]}
+    return scripted(*(route(TASKS / task, protocol, plays) for (task, protocol), plays in plan.items()))
 
 
 # The plan: what every trial of `bench examples/tasks -k 3` does, and so what the table must say.

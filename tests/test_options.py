@@ -21,7 +21,18 @@ from tests.conftest import ROOT, cli_env, run_cli
 OWN = {
     "main": {"version", "profile", "config_file"},
     "run": {"profile", "config_file", "attempts", "settings_json"},
-    "bench": {"profile", "config_file", "attempts", "jobs", "out", "html_file"},
+    "bench": {
+        "profile",
+        "config_file",
+        "attempts",
+        "jobs",
+        "out",
+        "html_file",
+        "keep_failures",
+        "retry_rounds",
+        "skip_tasks",
+        "count_infra",
+    },
     "doctor": {"profile", "config_file", "timeout", "json_output"},
 }
 

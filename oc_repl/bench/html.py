@@ -1,6 +1,8 @@
-"""`oc-repl bench report DIR --html FILE`: one self-contained HTML file (plotly's script inlined once; nothing is
-fetched when it opens) with the per-protocol table, pass@k curves, a failure-mode chart, the task × protocol grid
-of outcomes, and a link from every trial to its transcript, rendered next to it as transcript.html."""
+"""`oc-repl bench report DIR --html FILE`: one self-contained HTML file (plotly's script and the recording player
+inlined once; nothing is fetched when it opens) with the scores (pass@1 and partial, both denominators), the
+comparisons and their verdicts, pass@k curves, a failure-mode chart, infrastructure failures, the per-task buckets,
+the task × arm grid of outcomes, and from every trial a link to its transcript (rendered next to it as
+transcript.html) and to its recording, which plays in the page."""
 
 from __future__ import annotations
 
@@ -8,15 +10,25 @@ import html
 import io
 import os
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
-from oc_repl.bench.report import comparison_lines, load_summary, pass_columns
+from oc_repl.bench.compare import Summary
+from oc_repl.bench.html_compare import (
+    STYLE,
+    buckets_table,
+    figure_html,
+    rows_html,
+    scores_table,
+    sweep_figure,
+    verdicts,
+)
+from oc_repl.bench.html_compare import text as _text
+from oc_repl.bench.pertask import analyse
+from oc_repl.bench.player import CAST_SCRIPT, PLAYER_CSS, PLAYER_HTML, PLAYER_JS, write_recording
+from oc_repl.bench.report import infra_lines, load_summary, pass_columns, pct
 from oc_repl.bench.results import TrialResult, inside, transcript_of
-from oc_repl.bench.stats import Summary
 from oc_repl.outcome import FAILURE_MODES
 from oc_repl.private import make_dirs, write_atomic
-from oc_repl.render.sanitize import sanitize
 
 TRANSCRIPT_HTML = "transcript.html"
 # One colour per failure mode, resolved green and the model's own failures warm; infrastructure greys.
@@ -36,17 +48,6 @@ COLOURS = {
     "usage_error": "#303030",
     "internal_error": "#000000",
 }
-STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
-table { border-collapse: collapse; margin: 1em 0; }
-th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: right; }
-th:first-child, td:first-child { text-align: left; }
-.chip { display: inline-block; min-width: 1.6em; margin: 1px; padding: 1px 4px; border-radius: 3px;
-        color: white; text-decoration: none; font-size: 85%; text-align: center; }
-.figure { max-width: 900px; }
-.note { color: #555; }
-"""
-
 
 # rich's page, with a title; {stylesheet} stays empty with inline styles
 TRANSCRIPT_PAGE = """<!DOCTYPE html>
@@ -71,26 +72,17 @@ def render_transcript(transcript: Path, target: Path, title: str = "") -> None:
     write_atomic(target, console.export_html(inline_styles=True, code_format=TRANSCRIPT_PAGE.replace("TITLE", title)))
 
 
-def _transcript_page(out: Path, result: TrialResult) -> Path | None:
-    """transcript.html beside the trial's transcript, rendered when it is missing or older; None when the trial has
-    no transcript inside the bench directory."""
+def _pages(out: Path, result: TrialResult) -> tuple[Path, Path] | None:
+    """transcript.html and the recording beside the trial's transcript, made when missing or older; None when the
+    trial has no transcript inside the bench directory."""
     transcript = transcript_of(out, result)
-    if transcript is None:
+    if transcript is None or not inside(transcript.parent, out):
         return None
     page = transcript.parent / TRANSCRIPT_HTML
-    if not inside(page.parent, out):
-        return None
     if page.is_symlink() or not page.is_file() or page.stat().st_mtime < transcript.stat().st_mtime:
-        render_transcript(
-            transcript, page, f"{result.task} · {result.protocol} · #{result.attempt}: {result.failure_mode}"
-        )
-    return page
-
-
-def _text(text: object) -> str:
-    """Text from a bench directory, as HTML: escaped, every hidden character shown (plotly's labels also read
-    entities, never tags or links, from it)."""
-    return html.escape(sanitize(str(text)))
+        title = f"{result.task} · {result.label} · #{result.attempt}: {result.failure_mode}"
+        render_transcript(transcript, page, title)
+    return page, write_recording(transcript, transcript.parent, os.path.relpath(transcript.parent, out))
 
 
 def _link(page: Path, report_dir: Path) -> str:
@@ -99,17 +91,13 @@ def _link(page: Path, report_dir: Path) -> str:
     return quote(os.path.relpath(page, report_dir), safe="/")
 
 
-def _figure(figure: Any, div_id: str) -> str:
-    return figure.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False})
-
-
 def pass_at_k_figure(summary: Summary) -> str:
     import plotly.graph_objects as go
 
     figure = go.Figure()
-    for p in summary.protocols:
-        ks = sorted(p.pass_at)
-        figure.add_trace(go.Scatter(x=ks, y=[p.pass_at[k] for k in ks], mode="lines+markers", name=_text(p.protocol)))
+    for a in summary.arms:
+        ks = sorted(a.pass_at)
+        figure.add_trace(go.Scatter(x=ks, y=[a.pass_at[k] for k in ks], mode="lines+markers", name=_text(a.label)))
     figure.update_layout(
         title="pass@k",
         xaxis_title="k",
@@ -119,91 +107,119 @@ def pass_at_k_figure(summary: Summary) -> str:
         template="plotly_white",
     )
     figure.update_xaxes(dtick=1)
-    return _figure(figure, "pass-at-k")
+    return figure_html(figure, "pass-at-k")
 
 
 def failure_figure(summary: Summary) -> str:
     import plotly.graph_objects as go
 
     figure = go.Figure()
-    names = [_text(p.protocol) for p in summary.protocols]
+    names = [_text(a.label) for a in summary.arms]
     for mode in FAILURE_MODES:
-        counts = [p.failure_modes.get(mode, 0) for p in summary.protocols]
+        counts = [a.failure_modes.get(mode, 0) for a in summary.arms]
         if any(counts):
             figure.add_trace(go.Bar(x=names, y=counts, name=mode, marker_color=COLOURS[mode]))
     figure.update_layout(
         title="failure modes", barmode="stack", yaxis_title="trials", height=380, template="plotly_white"
     )
-    return _figure(figure, "failure-modes")
+    return figure_html(figure, "failure-modes")
 
 
 def _table(summary: Summary) -> str:
     ks = pass_columns(summary)
-    head = ["protocol", "tasks", "trials", "resolved", *(f"pass@{k}" for k in ks), "mean turns"]
+    head = ["arm", "tasks", "trials", "resolved", *(f"pass@{k}" for k in ks), "mean turns"]
     head += ["parse errors/turn", "salvaged calls", "tokens in/out per trial", "wall time per trial"]
-    rows = []
-    for p in summary.protocols:
-        cells = [p.protocol, p.tasks, p.trials, p.resolved, *(f"{p.pass_at[k]:.3f}" for k in ks)]
-        cells += [f"{p.mean_turns:.1f}", f"{100 * p.parse_error_rate:.1f}%", f"{100 * p.salvaged_call_rate:.1f}%"]
-        cells += [f"{p.mean_tokens_in:.0f} / {p.mean_tokens_out:.0f}", f"{p.mean_wall_time_s:.1f} s"]
-        rows.append("<tr>" + "".join(f"<td>{_text(c)}</td>" for c in cells) + "</tr>")
-    header = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-    return f'<table id="protocols"><tr>{header}</tr>{"".join(rows)}</table>'
+    rows = [
+        [a.label, a.tasks, a.scored, a.resolved, *(f"{a.pass_at.get(k, 0.0):.3f}" for k in ks), f"{a.mean_turns:.1f}"]
+        + [pct(a.parse_error_rate), pct(a.salvaged_call_rate), f"{a.mean_tokens_in:.0f} / {a.mean_tokens_out:.0f}"]
+        + [f"{a.mean_wall_time_s:.1f} s"]
+        for a in summary.arms
+    ]
+    return rows_html("protocols", head, rows)
+
+
+def _chip(r: TrialResult, pages: tuple[Path, Path] | None, report_dir: Path, out: Path) -> str:
+    infra = " (infrastructure)" if r.infrastructure else ""
+    title = _text(
+        f"#{r.attempt}: {r.failure_mode}{infra}, partial {r.partial:.2f}, {r.turns} turns, {r.wall_time_s:.1f} s"
+    )
+    style = f"background:{COLOURS.get(r.failure_mode, '#000')}"
+    if pages is None:
+        return f'<a class="chip" style="{style}" title="{title}">{r.attempt}</a>'
+    page, cast = pages
+    key = os.path.relpath(cast.parent, out)
+    chip = (
+        f'<a class="chip" style="{style}" title="{title}" href="{html.escape(_link(page, report_dir))}">{r.attempt}</a>'
+    )
+    script = html.escape(_link(cast.parent / CAST_SCRIPT, report_dir))
+    play = (
+        f'<button class="play" type="button" title="play the recording" data-cast="{html.escape(key)}" '
+        f'data-src="{script}">▶</button>'
+    )
+    return chip + play + f'<a class="cast" href="{html.escape(_link(cast, report_dir))}" title="asciicast v2">⇩</a>'
 
 
 def _grid(summary: Summary, results: list[TrialResult], out: Path, report_dir: Path) -> str:
     by_cell: dict[tuple[str, str], list[TrialResult]] = {}
     for r in results:
-        by_cell.setdefault((r.task, r.protocol), []).append(r)
-    protocols = [p.protocol for p in summary.protocols]
-    header = "<tr><th>task</th>" + "".join(f"<th>{_text(p)}</th>" for p in protocols) + "</tr>"
+        by_cell.setdefault((r.task, r.label), []).append(r)
+    arms = [a.label for a in summary.arms]
+    header = "<tr><th>task</th>" + "".join(f"<th>{_text(a)}</th>" for a in arms) + "</tr>"
     rows = []
     for task in summary.tasks:
         cells = [f"<td>{_text(task)}</td>"]
-        for protocol in protocols:
-            trials = sorted(by_cell.get((task, protocol), []), key=lambda r: r.attempt)
-            chips = []
-            for r in trials:
-                page = _transcript_page(out, r)
-                title = _text(f"#{r.attempt}: {r.failure_mode}, {r.turns} turns, {r.wall_time_s:.1f} s")
-                style = f"background:{COLOURS.get(r.failure_mode, '#000')}"
-                link = f' href="{html.escape(_link(page, report_dir))}"' if page else ""
-                chips.append(f'<a class="chip" style="{style}" title="{title}"{link}>{r.attempt}</a>')
+        for arm in arms:
+            trials = sorted(by_cell.get((task, arm), []), key=lambda r: r.attempt)
+            chips = "".join(_chip(r, _pages(out, r), report_dir, out) for r in trials)
             solved = sum(r.resolved for r in trials)
             count = f" {solved}/{len(trials)}" if trials else "—"
-            cells.append(f"<td>{''.join(chips)}{count}</td>")
+            cells.append(f"<td>{chips}{count}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f'<table id="grid">{header}{"".join(rows)}</table>'
 
 
-def write_html(out: Path, target: Path) -> Path:
+def write_html(out: Path, target: Path, count_infra: bool = False) -> Path:
     from plotly.offline import get_plotlyjs
 
-    summary, results, plan = load_summary(out)
+    summary, results, plan = load_summary(out, count_infra)
     target = target.resolve()
     make_dirs(target.parent)
-    comparisons = "".join(f"<li>{_text(line.strip())}</li>" for line in comparison_lines(summary))
     legend = " ".join(
         f'<span class="chip" style="background:{COLOURS[m]}">{m}</span>'
         for m in FAILURE_MODES
-        if any(p.failure_modes.get(m) for p in summary.protocols)
+        if any(a.failure_modes.get(m) for a in summary.arms)
     )
+    infra = "".join(f"<li>{_text(line.strip())}</li>" for line in infra_lines(summary, results)) or "<li>none</li>"
+    counted = "counted as failures" if count_infra else "left out of the scores"
+    sweep = f'<div class="figure">{sweep_figure(summary)}</div>' if len(summary.arms) > 1 else ""
+    grid = _grid(summary, results, out, target.parent)
     body = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>oc-repl bench: {_text(out.name)}</title>
-<style>{STYLE}</style><script>{get_plotlyjs()}</script></head>
+<style>{STYLE}{PLAYER_CSS}</style><script>{get_plotlyjs()}</script><script>{PLAYER_JS}</script></head>
 <body>
 <h1>oc-repl bench</h1>
 <p class="note">{_text(out)} · {len(results)} finished trials · {len(summary.tasks)} tasks ·
 k = {_text(plan.get("k", "?"))}</p>
-<h2>Per protocol</h2>
+<h2>Scores</h2>
+<p class="note">pass@1 and the mean partial score (passed tests / tests; Harbor's reward as it is), of the trials
+planned (each missing one unresolved, scoring zero) and of those finished; infrastructure failures {counted}.</p>
+{scores_table(summary)}
+<h2>Comparisons</h2>
+{verdicts(summary)}
+{sweep}
+<h2>Per arm</h2>
 {_table(summary)}
-<ul id="comparisons">{comparisons}</ul>
 <div class="figure">{pass_at_k_figure(summary)}</div>
 <div class="figure">{failure_figure(summary)}</div>
-<h2>Task × protocol</h2>
-<p class="note">One chip per trial (its attempt number), coloured by how it ended; click it for its transcript.
-{legend}</p>
-{_grid(summary, results, out, target.parent)}
+<h2>Infrastructure</h2>
+<ul id="infrastructure">{infra}</ul>
+<h2>Per task</h2>
+{buckets_table(analyse(results, count_infra))}
+<h2>Task × arm</h2>
+<p class="note">One chip per trial (its attempt number), coloured by how it ended; click it for its transcript, ▶ to
+play its recording here, ⇩ for the recording (asciicast v2). {legend}</p>
+{PLAYER_HTML}
+{grid}
 </body></html>
 """
     write_atomic(target, body)

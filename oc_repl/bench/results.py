@@ -1,7 +1,11 @@
 """A trial's record: `result.json`, derived from its transcript and its process's exit, written atomically.
 
-DIR/trials/<task>/<protocol>/<n>/ holds `transcript.jsonl`, `stderr.txt` and, once the trial is over, `result.json`.
-A trial without a result.json is unfinished: a re-run with the same --out runs it again from scratch.
+DIR/trials/<task>/<arm>/<n>/ holds `transcript.jsonl`, `stderr.txt` and, once the trial is over, `result.json`; an
+arm is a protocol, or with several models or servers in one bench, a protocol with one of them (its label). A trial
+without a result.json is unfinished: a re-run with the same --out runs it again from scratch.
+
+A trial's partial score is what training rewarded: the share of its tests that passed (terminal-bench's format), or
+the reward a Harbor task's tests wrote, as it is; a trial with no count is 1 when resolved, else 0; a tampered one 0.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from oc_repl.bench.signatures import signatures, turn_actions
 from oc_repl.outcome import FAILURE_MODES, Status
 from oc_repl.private import write_atomic
 from oc_repl.redact import Redactor, redactor
@@ -49,7 +54,30 @@ class TrialResult:
     assets: list[dict[str, str]] = field(default_factory=list)  # name, sha256, source of each asset the model saw
     error: str = ""  # the last error event's message, if any
     transcript: str = TRANSCRIPT  # relative to the trial's directory; "" when no run started (build_error)
+    arm: str = ""  # the label of the trial's arm when it is not the protocol's name
+    signatures: list[str] = field(default_factory=list)  # failure signatures (oc_repl/bench/signatures.py)
+    actions: list[str] = field(default_factory=list)  # per turn, what the model did
+    infra_before: list[str] = field(default_factory=list)  # earlier runs of this trial that failed on infrastructure
     schema: str = SCHEMA
+
+    @property
+    def label(self) -> str:
+        """The arm the trial belongs to: its directory, its row in the tables."""
+        return self.arm or self.protocol
+
+    @property
+    def infrastructure(self) -> bool:
+        return Status(self.outcome).infrastructure
+
+    @property
+    def partial(self) -> float:
+        if self.outcome == Status.TAMPERED.value:
+            return 0.0
+        if self.reward is not None:
+            return self.reward
+        if self.tests_total:
+            return (self.tests_passed or 0) / self.tests_total
+        return 1.0 if self.resolved else 0.0
 
     @classmethod
     def from_dict(cls, data: Any) -> TrialResult:
@@ -78,6 +106,10 @@ def _checked(name: str, declared: str, value: Any) -> Any:
     kind, _, optional = declared.partition(" | ")
     if value is None and optional == "None":
         return None
+    if kind == "list[str]":
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return value
+        raise ValueError(f"{name}: expected a list of strings")
     if kind.startswith("list["):  # the assets: names, hashes and sources
         if isinstance(value, list) and all(
             isinstance(a, dict) and all(isinstance(v, str) for v in a.values()) for a in value
@@ -95,8 +127,8 @@ def _json_type(value: Any) -> str:
     return {dict: "an object", list: "a list", str: "a string"}.get(type(value), "a number")
 
 
-def trial_dir(out: Path, task: str, protocol: str, attempt: int) -> Path:
-    return out / "trials" / task / protocol / str(attempt)
+def trial_dir(out: Path, task: str, arm: str, attempt: int) -> Path:
+    return out / "trials" / task / arm / str(attempt)
 
 
 def inside(path: Path, root: Path) -> bool:
@@ -108,7 +140,7 @@ def transcript_of(out: Path, result: TrialResult) -> Path | None:
     """The trial's transcript, when it has one that is a file inside the bench directory."""
     if not result.transcript:
         return None
-    path = trial_dir(out, result.task, result.protocol, result.attempt) / result.transcript
+    path = trial_dir(out, result.task, result.label, result.attempt) / result.transcript
     return path if path.is_file() and inside(path, out) else None
 
 
@@ -131,10 +163,12 @@ def from_transcript(
     started_at: float,
     image: str = "",
     task_format: str = "",
+    arm: str = "",
 ) -> TrialResult:
     """The trial's record as its transcript tells it; its exit says how it ended when the transcript cannot."""
     by_type: dict[str, list[dict[str, Any]]] = {}
-    for event in _events(transcript):
+    events = _events(transcript)
+    for event in events:
         by_type.setdefault(str(event.get("type")), []).append(event)
     started = (by_type.get("thread.started") or [{}])[0]
     completed = (by_type.get("thread.completed") or [None])[-1]
@@ -171,6 +205,9 @@ def from_transcript(
         exact=bool(started.get("exact")),
         assets=[{k: a.get(k, "") for k in ("name", "sha256", "source")} for a in started.get("assets") or []],
         error=errors[-1].get("message", "") if errors else "",
+        arm="" if arm == protocol else arm,
+        signatures=signatures(events, status, protocol),
+        actions=turn_actions(events),
     )
 
 
@@ -212,7 +249,7 @@ def load_results(out: Path) -> list[TrialResult]:
         result = _parsed(path)
         if result is None:
             continue
-        if trial_dir(out, result.task, result.protocol, result.attempt) != path.parent or not inside(path, out):
+        if trial_dir(out, result.task, result.label, result.attempt) != path.parent or not inside(path, out):
             raise BadInput(path, "a trial record outside its own trial directory")
         found.append(result)
-    return sorted(found, key=lambda r: (r.task, r.protocol, r.attempt))
+    return sorted(found, key=lambda r: (r.task, r.label, r.attempt))

@@ -1,10 +1,12 @@
-"""The bench's scheduler: every trial (task × protocol × attempt) an `oc-repl run` process of its own, `jobs` at once.
+"""The bench's scheduler: every trial (task × arm × attempt) an `oc-repl run` process of its own, `jobs` at once.
 
 One thread does everything: it builds each task's image when its first trial is due (once per task), starts trials,
 reads their event streams without blocking, and writes each result.json when a trial's process has ended. Without
 threads, the children can be started so that they die with the bench (Linux), and a killed bench leaves no trial
 running. A trial that did not end on its own (interrupted, killed) gets no result.json: a re-run with the same
---out runs it again, and keeps every trial that has one.
+--out runs it again, and keeps every trial that has one, but for those that failed on infrastructure (unless told
+to keep them): they said nothing about the model, and run again, their earlier failures noted in the new record.
+Fewer trials start while the server struggles (health.py).
 """
 
 from __future__ import annotations
@@ -21,27 +23,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from oc_repl import __version__, signals
+from oc_repl import signals
 from oc_repl.api import RunProcess
-from oc_repl.bench.results import (
-    STDERR,
-    TRANSCRIPT,
-    TrialResult,
-    from_transcript,
-    read_result,
-    trial_dir,
-    write_json_atomic,
-    write_result,
-)
-from oc_repl.config import OPTIONS, RunSettings
-from oc_repl.errors import BuildError, OcReplError, UsageError
+from oc_repl.bench.benchplan import PLAN, read_plan, write_plan  # noqa: F401 (where callers found them first)
+from oc_repl.bench.health import Health
+from oc_repl.bench.results import STDERR, TRANSCRIPT, TrialResult, from_transcript, read_result, trial_dir, write_result
+from oc_repl.config import RunSettings
+from oc_repl.errors import BuildError, OcReplError
+from oc_repl.outcome import Status
 from oc_repl.private import make_dirs, open_private
 from oc_repl.redact import RedactedStream, Redactor, redactor
-from oc_repl.safejson import BadInput, load_file, loads
-from oc_repl.sources import KEY, to_data
+from oc_repl.safejson import loads
+from oc_repl.sources import to_data
 from oc_repl.tasks.model import TaskDir
 
-PLAN = "bench.json"
 TRIAL_MEMORY = 512 << 20  # a trial's process and container, with headroom for what the task's commands use
 EOF_GRACE = 5.0  # seconds a finished trial's stdout may stay open (a leaked descriptor) before it is let go
 
@@ -62,12 +57,12 @@ def default_jobs() -> int:
 @dataclass
 class Trial:
     task: TaskDir
-    protocol: str
+    arm: str  # the label of its arm: the key of its settings, its directory
     attempt: int
 
     @property
     def label(self) -> str:
-        return f"{self.task.name} · {self.protocol} · #{self.attempt}"
+        return f"{self.task.name} · {self.arm} · #{self.attempt}"
 
 
 @dataclass
@@ -83,106 +78,16 @@ class Running:
     ended_at: float | None = None  # when the process was first seen to have exited
 
 
-def plan_trials(tasks: Sequence[TaskDir], protocols: Sequence[str], k: int) -> list[Trial]:
-    """Attempt-major: every task and protocol gets its first attempt before any gets a second, so a bench stopped
-    early still compares protocols on the same tasks."""
-    return [Trial(task, protocol, n) for n in range(1, k + 1) for task in tasks for protocol in protocols]
+def plan_trials(tasks: Sequence[TaskDir], arms: Sequence[str], k: int) -> list[Trial]:
+    """Attempt-major: every task and arm gets its first attempt before any gets a second, so a bench stopped early
+    still compares arms on the same tasks."""
+    return [Trial(task, arm, n) for n in range(1, k + 1) for task in tasks for arm in arms]
 
 
-def write_plan(
-    out: Path, tasks: Sequence[TaskDir], k: int, options: dict[str, dict[str, Any]], redact: Redactor | None = None
-) -> None:
-    """DIR/bench.json: what this bench runs. A re-run must give a protocol the same run options, or its trials would
-    mix two setups."""
-    try:
-        before = read_plan(out).get("run_options") or {}
-    except BadInput as exc:
-        raise UsageError(str(exc), hint="choose another --out, or remove that file") from None
-    for protocol, now in options.items():
-        if protocol in before:
-            changed = _changes(_recorded(before[protocol]), now)
-            if changed:
-                raise UsageError(
-                    f"{out} holds {protocol} trials run with other options ({changed})",
-                    hint="re-run with the same options to finish it, or choose another --out",
-                )
-    plan = {
-        "version": __version__,
-        "tasks": [{"name": t.name, "path": str(t.path), "format": t.format} for t in tasks],
-        "protocols": list(options),
-        "k": k,
-        "run_options": {**before, **options},
-        "updated_at": time.time(),
-    }
-    make_dirs(out)
-    write_json_atomic(out / PLAN, plan, redact)
-
-
-def _changes(before: dict[str, Any], now: dict[str, Any]) -> str:
-    """The settings that differ between two records of a protocol's run options (an unnamed one has its default)."""
-    changes = []
-    for name, option in OPTIONS.items():
-        default = str(option.default) if isinstance(option.default, Path) else option.default
-        was, is_ = before.get(name, default), now.get(name, default)
-        if name not in KEY and was != is_:
-            changes.append(f"{option.flag} was {was}, now {is_}")
-    return ", ".join(changes)
-
-
-def _recorded(options: dict[str, Any] | list[str]) -> dict[str, Any]:
-    """A protocol's recorded run options as data. Benches before settings went to trials as data recorded the flags
-    of `oc-repl run` instead: those are read back by the table (a flag, with its value unless it is a switch)."""
-    if isinstance(options, dict):
-        return options
-    switches = {o.flag: (o.name, True) for o in OPTIONS.values() if o.kind == "bool"}
-    switches.update({o.negation: (o.name, False) for o in OPTIONS.values() if o.negation})
-    valued = {o.flag: o for o in OPTIONS.values() if o.kind != "bool"}
-    parse = {"int": int, "float": float, "str": str, "Path": str}
-    data: dict[str, Any] = {}
-    args = iter(options)
-    for flag in args:
-        if flag in switches:
-            data[switches[flag][0]] = switches[flag][1]
-        elif flag in valued:
-            value: Any = next(args, "")
-            with contextlib.suppress(ValueError):  # a value that is not of its type stays text: never the same as now
-                value = parse[valued[flag].kind](value)
-            data[valued[flag].name] = value
-    return data
-
-
-def read_plan(out: Path) -> dict[str, Any]:
-    """DIR/bench.json, {} when there is none; a BadInput naming it when it is not a plan."""
-    path = out / PLAN
-    if not path.exists():
-        return {}
-    plan = load_file(path)
-    problem = _plan_problem(plan)
-    if problem:
-        raise BadInput(path, f"not a bench plan: {problem}")
-    return plan
-
-
-def _plan_problem(plan: Any) -> str:
-    if not isinstance(plan, dict):
-        return "not a JSON object"
-    shapes = {
-        "protocols": lambda v: isinstance(v, list) and all(isinstance(p, str) for p in v),
-        "tasks": lambda v: isinstance(v, list) and all(isinstance(t, dict) for t in v),
-        "k": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-        "run_options": lambda v: isinstance(v, dict) and all(_options_shape(a) for a in v.values()),
-        "version": lambda v: isinstance(v, str),
-    }
-    return next(
-        (f"{name}: not of its type" for name, fits in shapes.items() if name in plan and not fits(plan[name])), ""
-    )
-
-
-def _options_shape(options: Any) -> bool:
-    """A protocol's run options: settings data, or (in benches before that) a list of flags."""
-    if isinstance(options, list):
-        return all(isinstance(flag, str) for flag in options)
-    return isinstance(options, dict) and all(isinstance(name, str) for name in options)
+def infra_note(result: TrialResult) -> str:
+    """An infrastructure failure in one line, as the record of the trial that runs again keeps it."""
+    error = result.error.strip().splitlines()
+    return f"{result.failure_mode}: {error[0][:200]}" if error else result.failure_mode
 
 
 class Bench:
@@ -190,31 +95,36 @@ class Bench:
         self,
         out: Path,
         trials: list[Trial],
-        settings: dict[str, RunSettings],  # per protocol
+        settings: dict[str, RunSettings],  # per arm
         jobs: int,
         progress: Any,  # oc_repl.bench.progress.Progress
+        keep_failures: bool = False,  # keep the trials that failed on infrastructure instead of running them again
+        only_infra: bool = False,  # run only those (a round of --retry-infra)
+        adapt: bool = True,
     ) -> None:
         self.out, self.settings, self.jobs, self.progress = out, settings, jobs, progress
         self.redact = redactor_for(settings)
-        # A trial whose image could not be built never ran: a re-run (after the Dockerfile is fixed) tries again.
-        self.finished = {id(t): r for t in trials if (r := read_result(self._dir(t))) and r.outcome != "build_error"}
-        self.queue = [t for t in trials if id(t) not in self.finished]
-        self.trials = trials
+        before = {id(t): r for t in trials if (r := read_result(self._dir(t)))}
+        self.finished = {i: r for i, r in before.items() if keep_failures or not r.infrastructure}
+        self.earlier = {i: [*r.infra_before, infra_note(r)] for i, r in before.items() if i not in self.finished}
+        self.queue = [t for t in trials if id(t) not in self.finished and (not only_infra or id(t) in self.earlier)]
+        self.trials = [t for t in trials if id(t) in self.finished or t in self.queue]
+        self.health = Health(jobs, adapt)
         self.running: dict[int, Running] = {}
         self.images: dict[str, str | BuildError] = {}
         self.selector = selectors.DefaultSelector()
         self.stop_signal = 0  # the signal that asked the bench to stop
 
     def _dir(self, trial: Trial) -> Path:
-        return trial_dir(self.out, trial.task.name, trial.protocol, trial.attempt)
+        return trial_dir(self.out, trial.task.name, trial.arm, trial.attempt)
 
     def run(self) -> int:
         """Runs every unfinished trial; 0 when all are finished, 130 when stopped (Ctrl-C, SIGTERM) before."""
-        self.progress.begin(self.trials, list(self.finished.values()))
+        self.progress.begin(self.trials, list(self.finished.values()), self.health, len(self.earlier))
         try:
             with self._stoppable():
                 while self.queue or self.running:
-                    while self.queue and len(self.running) < self.jobs and not self.stop_signal:
+                    while self.queue and len(self.running) < self.health.allowed() and not self.stop_signal:
                         self._start(self.queue.pop(0))
                     self._pump(timeout=0.25)
                     self.progress.refresh(list(self.running.values()))
@@ -269,9 +179,9 @@ class Bench:
         try:
             image = self._image(trial.task)
         except BuildError as exc:
-            self._record(trial, _build_failed(trial, exc))
+            self._record(trial, _build_failed(trial, self.settings[trial.arm].protocol, exc))
             return
-        settings = self.settings[trial.protocol].replace(task=trial.task.path)
+        settings = self.settings[trial.arm].replace(task=trial.task.path)
         process = RunProcess(settings, transcript=directory / TRANSCRIPT, image=image, stderr=subprocess.PIPE)
         assert process.proc.stderr is not None
         stderr = RedactedStream(process.proc.stderr, open_private(directory / STDERR, "wb"), self.redact)
@@ -296,7 +206,10 @@ class Bench:
             for line in lines:
                 with contextlib.suppress(ValueError):
                     event = loads(line)
-                    if isinstance(event, dict) and event.get("type") == "turn.started":
+                    if not isinstance(event, dict):
+                        continue
+                    self.health.event(key.fd, event)
+                    if event.get("type") == "turn.started":
                         turn = event.get("turn")
                         running.turn = turn if isinstance(turn, int) else running.turn
         now = time.monotonic()
@@ -310,6 +223,7 @@ class Bench:
     def _finish(self, fd: int, running: Running) -> None:
         self.selector.unregister(fd)
         del self.running[fd]
+        self.health.ended(fd)
         code = running.process.wait()
         running.process.stdout.close()
         self._close_stderr(running)
@@ -317,13 +231,14 @@ class Bench:
         result = from_transcript(
             running.directory / TRANSCRIPT,
             task=trial.task.name,
-            protocol=trial.protocol,
+            protocol=self.settings[trial.arm].protocol,
             attempt=trial.attempt,
             exit_code=code,
             wall_time_s=time.monotonic() - running.started,
             started_at=running.started_at,
             image=running.image,
             task_format=trial.task.format,
+            arm=trial.arm,
         )
         if result.outcome == "interrupted":  # it did not end on its own: unfinished, run again next time
             self.progress.unfinished(trial)
@@ -336,6 +251,7 @@ class Bench:
         running.stderr.close()
 
     def _record(self, trial: Trial, result: TrialResult) -> None:
+        result.infra_before = self.earlier.get(id(trial), [])
         write_result(self._dir(trial), result, self.redact)
         self.finished[id(trial)] = result
         self.progress.finished(trial, result)
@@ -350,13 +266,14 @@ class Bench:
         self.running.clear()
 
 
-def _build_failed(trial: Trial, exc: BuildError) -> TrialResult:
+def _build_failed(trial: Trial, protocol: str, exc: BuildError) -> TrialResult:
     return TrialResult(
         task=trial.task.name,
-        protocol=trial.protocol,
+        protocol=protocol,
+        arm="" if trial.arm == protocol else trial.arm,
         attempt=trial.attempt,
-        outcome="build_error",
-        failure_mode="build_error",
+        outcome=Status.BUILD_ERROR.value,
+        failure_mode=Status.BUILD_ERROR.failure_mode(),
         resolved=False,
         exit_code=None,
         task_format=trial.task.format,
@@ -367,10 +284,10 @@ def _build_failed(trial: Trial, exc: BuildError) -> TrialResult:
 
 
 def redactor_for(settings: dict[str, RunSettings]) -> Redactor:
-    """The bench's redaction: the secrets of this process's environment and each protocol's API key."""
+    """The bench's redaction: the secrets of this process's environment and each arm's API key."""
     return redactor(*sorted({each.api_key for each in settings.values()}))
 
 
 def trial_options(settings: dict[str, RunSettings]) -> dict[str, dict[str, Any]]:
-    """The run options each protocol's trials get, as bench.json records them: the data each trial is given."""
-    return {protocol: to_data(each) for protocol, each in settings.items()}
+    """The run options each arm's trials get, as bench.json records them: the data each trial is given."""
+    return {arm: to_data(each) for arm, each in settings.items()}

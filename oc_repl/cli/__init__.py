@@ -173,8 +173,23 @@ def run(ctx: click.Context, instruction: tuple[str, ...], attempts: int, setting
 
 @main.command()
 @click.argument("transcript", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def show(transcript: Path) -> None:
+@click.option(
+    "--cast",
+    "cast_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write an asciicast v2 recording of the run here instead (terminus: its screens; others: the session).",
+)
+@click.option("--speed", type=click.FloatRange(min=0.01), default=1.0, help="With --cast: play this many times faster.")
+@click.option(
+    "--idle-cap",
+    type=click.FloatRange(min=0.01),
+    default=2.0,
+    help="With --cast: seconds a pause may last at most (default 2).",
+)
+def show(transcript: Path, cast_file: Path | None, speed: float, idle_cap: float) -> None:
     """Render a saved transcript (a bad line is named on stderr and makes the exit status 2)."""
-    from oc_repl.cli.cmd_show import show_transcript
+    from oc_repl.cli.cmd_show import cast_transcript, show_transcript
 
+    if cast_file is not None:
+        sys.exit(cast_transcript(transcript, cast_file, speed, idle_cap))
     sys.exit(show_transcript(transcript))

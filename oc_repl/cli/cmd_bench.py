@@ -1,4 +1,5 @@
-"""`oc-repl bench TASK_DIR...` (the trials) and `oc-repl bench report DIR` (the numbers, as text, JSON or HTML)."""
+"""`oc-repl bench TASK_DIR...` (the trials); `bench report DIR`, `bench compare DIR DIR...`, `bench tasks DIR...` and
+`bench watch DIR` (cli/cmd_bench_report.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from oc_repl.cli import run_options, typed
 from oc_repl.cli.exits import report_error
 from oc_repl.config import TRIAL
 
+RETRY_JOBS_DIVISOR = 2  # each round of --retry-infra runs at most half as many trials at once as the one before
+
 
 class DefaultToRun(click.Group):
     """`oc-repl bench TASKS...` means `oc-repl bench run TASKS...`; `oc-repl bench report DIR` is the report."""
@@ -25,12 +28,14 @@ class DefaultToRun(click.Group):
 
 @click.group(cls=DefaultToRun)
 def bench() -> None:
-    """Run tasks × protocols × attempts as separate trials and report pass@k (see `bench run --help`)."""
+    """Run tasks × arms × attempts as separate trials and report pass@k (see `bench run --help`)."""
 
 
-def per_protocol_settings(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
-    """Settings for each protocol's trials, resolved as `run` resolves them (flags > env > file > defaults). What a
-    bench sets for each trial itself is refused as a flag and left out of the config file's values."""
+def per_arm_settings(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
+    """Settings for each arm's trials, resolved as `run` resolves them (flags > env > file > defaults): one arm per
+    protocol, and per model or server when several are given. What a bench sets for each trial itself is refused as
+    a flag and left out of the config file's values."""
+    from oc_repl.bench.arms import arm_specs, split
     from oc_repl.config import OPTIONS, options_on, validate
     from oc_repl.errors import UsageError
     from oc_repl.protocols import manifests
@@ -44,95 +49,167 @@ def per_protocol_settings(ctx: click.Context, params: dict[str, Any]) -> dict[st
         raise UsageError(f"bench sets {flags} for each trial itself", hint="drop it: a task dir brings its tests")
     file_values = load_file(given.pop("config_file", None), given.pop("profile", None))
     values = resolve(given, {k: v for k, v in file_values.items() if k not in {o.name for o in per_trial}})
-    names = [p.strip() for p in str(values.pop("protocol", OPTIONS["protocol"].default)).split(",") if p.strip()]
+    names = split(values.pop("protocol", OPTIONS["protocol"].default))
     known = manifests()
     unknown = [p for p in names if p not in known]
     if unknown or not names:
         raise UsageError(f"unknown protocol {', '.join(unknown) or '(none)'}", hint=f"known: {', '.join(known)}")
-    return {name: validate({**values, "protocol": name}) for name in dict.fromkeys(names)}
+    specs = arm_specs(list(dict.fromkeys(names)), split(values.pop("model", None)), split(values.pop("api_base", None)))
+    settings = {}
+    for spec in specs:
+        arm = {**values, "protocol": spec.protocol}
+        arm.update({k: v for k, v in (("model", spec.model), ("api_base", spec.api_base)) if v is not None})
+        settings[spec.label] = validate(arm)
+    return settings
+
+
+def recorded_settings(out: Path, params: dict[str, Any]) -> tuple[dict[str, Any], list[Any], int]:
+    """A bench run again from its directory alone: each arm's recorded run options (flags given now over them), its
+    tasks and its k, as bench.json holds them."""
+    from oc_repl.bench.benchplan import read_plan
+    from oc_repl.errors import UsageError
+    from oc_repl.safejson import BadInput
+    from oc_repl.sources import from_data
+    from oc_repl.tasks.model import load_task
+
+    try:
+        plan = read_plan(out)
+    except BadInput as exc:
+        raise UsageError(str(exc)) from None
+    if not plan.get("tasks") or not isinstance(plan.get("run_options"), dict):
+        raise UsageError("name the task dirs", hint=f"{out} holds no bench plan to run again from (bench.json)")
+    flags = {k: v for k, v in typed(params).items() if k not in ("config_file", "profile")}
+    settings = {arm: from_data(options, flags) for arm, options in plan["run_options"].items()}
+    tasks = [load_task(Path(str(t.get("path")))) for t in plan["tasks"]]
+    return settings, tasks, int(plan.get("k") or 1)
 
 
 @bench.command("run")
 @run_options(hidden=TRIAL)
-@click.argument("task_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("-k", "attempts", type=click.IntRange(min=1), default=1, help="Trials per task and protocol (default 1).")
+@click.argument("task_dirs", nargs=-1, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("-k", "attempts", type=click.IntRange(min=1), help="Trials per task and arm (default 1).")
 @click.option(
     "-j",
     "--jobs",
     type=click.IntRange(min=1),
-    help="Trials at once (default: twice the cores, fewer if memory is short).",
+    help="Trials at once at most (default: twice the cores, fewer if memory is short; fewer while the server "
+    "struggles).",
 )
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Results directory (default under ~/.local/state/oc-repl/bench/); run again with the same one to finish it.",
+    help="Results directory (default under ~/.local/state/oc-repl/bench/); run again with the same one to finish it "
+    "(then TASK_DIRS may be left out).",
 )
 @click.option(
     "--html", "html_file", type=click.Path(dir_okay=False, path_type=Path), help="Also write the HTML report."
 )
+@click.option(
+    "--keep-failures",
+    is_flag=True,
+    help="Keep the trials that failed on infrastructure (server, sandbox, image) instead of running them again.",
+)
+@click.option(
+    "--retry-infra",
+    "retry_rounds",
+    type=click.IntRange(min=1),
+    is_flag=False,
+    flag_value=1,
+    help="Run again only the trials that failed on infrastructure, in place, with fewer at once; N rounds "
+    "(default 1), each with half the trials at once of the one before.",
+)
+@click.option(
+    "--skip-tasks",
+    type=click.File("r"),
+    help="A file of task names, one a line, to leave out (e.g. from `bench tasks --zero-variance FILE`).",
+)
+@click.option("--count-infra", is_flag=True, help="Count infrastructure failures as failures in the report.")
 @click.pass_context
 def run_bench(
     ctx: click.Context,
     task_dirs: tuple[Path, ...],
-    attempts: int,
+    attempts: int | None,
     jobs: int | None,
     out: Path | None,
     html_file: Path | None,
+    keep_failures: bool,
+    retry_rounds: int | None,
+    skip_tasks: Any,
+    count_infra: bool,
     **params: Any,
 ) -> None:
-    """Run every task in TASK_DIRS (task dirs, or folders of them) k times with each --protocol (a,b,...).
+    """Run every task in TASK_DIRS (task dirs, or folders of them) k times with each arm: each --protocol (a,b,...),
+    with each --model or --api-base when several are given (a,b,...; the n-th model on the n-th server).
 
     Each trial is a separate `oc-repl run` in a fresh container of the task's image (built once per task); the other
-    options apply to every trial. DIR/trials/<task>/<protocol>/<n>/ holds each transcript and result.json.
+    options apply to every trial. DIR/trials/<task>/<arm>/<n>/ holds each transcript and result.json. Every server
+    is checked before the first trial (exit 5 when one does not answer). Trials that failed on infrastructure run
+    again when the bench is re-run, unless --keep-failures.
     """
     from oc_repl import paths
-    from oc_repl.bench.progress import Progress
-    from oc_repl.bench.runner import Bench, default_jobs, plan_trials, redactor_for, trial_options, write_plan
-    from oc_repl.errors import OcReplError
+    from oc_repl.bench.pertask import read_task_filter
+    from oc_repl.bench.probe import check_servers
+    from oc_repl.bench.runner import default_jobs, redactor_for, trial_options, write_plan
+    from oc_repl.errors import OcReplError, UsageError
     from oc_repl.sandbox.docker import connect
     from oc_repl.tasks.model import find_tasks
 
     try:
-        settings = per_protocol_settings(ctx, params)
-        tasks = find_tasks(task_dirs)
+        if task_dirs:
+            settings, tasks, k = per_arm_settings(ctx, params), find_tasks(task_dirs), attempts or 1
+        elif out is not None:
+            settings, tasks, k = recorded_settings(out, params)
+            k = attempts or k
+        else:
+            raise UsageError("name the task dirs (or --out DIR of a bench to run again)")
+        if skip_tasks is not None:
+            skipped = read_task_filter(skip_tasks.read())
+            tasks = [t for t in tasks if t.name not in skipped]
         connect()  # an unreachable daemon is one clear error now, not a failed build for every task
         out = out or paths.state_dir() / "bench" / time.strftime("%Y%m%dT%H%M%S")
-        write_plan(out, tasks, attempts, trial_options(settings), redactor_for(settings))
+        jobs = jobs or (default_jobs() // (RETRY_JOBS_DIVISOR if retry_rounds else 1)) or 1
+
+        def make(at_once: int) -> Any:
+            return _make(out, tasks, settings, k, at_once, keep_failures=keep_failures, only_infra=bool(retry_rounds))
+
+        first = make(jobs)
+        if first.queue:
+            check_servers(settings)
+        write_plan(out, tasks, k, trial_options(settings), redactor_for(settings))
     except OcReplError as exc:
         sys.exit(report_error(exc))
-    trials = plan_trials(tasks, list(settings), attempts)
-    jobs = jobs or default_jobs()
-    click.echo(f"bench: {len(trials)} trials, {jobs} at once, results in {out}", err=True)
-    code = Bench(out, trials, settings, jobs, Progress()).run()
+    code = _run_rounds(first, retry_rounds or 0, make)
     if code:
         click.echo(f"bench stopped: re-run with --out {out} to finish the missing trials", err=True)
         sys.exit(code)
-    _report(out, html_file, as_json=False)
+    from oc_repl.cli.cmd_bench_report import report_and_exit
+
+    report_and_exit(out, html_file, count_infra, retry_rounds or 0)
 
 
-def _report(out: Path, html_file: Path | None, as_json: bool) -> None:
-    from oc_repl.bench.report import print_report, summary_json
-    from oc_repl.errors import OcReplError
+def _make(out: Path, tasks: list[Any], settings: dict[str, Any], k: int, jobs: int, **how: bool) -> Any:
+    from oc_repl.bench.progress import Progress
+    from oc_repl.bench.runner import Bench, plan_trials
 
-    try:
-        if as_json:
-            click.echo(summary_json(out))
-        else:
-            print_report(out)
-        if html_file is not None:
-            from oc_repl.bench.html import write_html
-
-            click.echo(f"HTML report: {write_html(out, html_file)}", err=True)
-    except OcReplError as exc:
-        sys.exit(report_error(exc))
+    return Bench(out, plan_trials(tasks, list(settings), k), settings, jobs, Progress(), **how)
 
 
-@bench.command("report")
-@click.argument("out", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option(
-    "--html", "html_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the HTML report here."
-)
-@click.option("--json", "as_json", is_flag=True, help="The numbers as JSON on stdout instead of the table.")
-def report(out: Path, html_file: Path | None, as_json: bool) -> None:
-    """The per-protocol table (pass@k, rates, means), failure modes and paired comparisons of a bench directory."""
-    _report(out, html_file, as_json)
+def _run_rounds(first: Any, rounds: int, make: Any) -> int:
+    """The bench (or the first round of --retry-infra), then each further round on what the one before left failing
+    on infrastructure, with half as many trials at once."""
+    bench, jobs = first, first.jobs
+    for n in range(max(1, rounds)):
+        if n:
+            jobs = max(1, jobs // RETRY_JOBS_DIVISOR)
+            bench = make(jobs)
+        if not bench.queue:
+            break
+        what = f"trials that failed on infrastructure (round {n + 1} of {rounds})" if rounds else "trials"
+        click.echo(f"bench: {len(bench.queue)} {what}, at most {bench.jobs} at once, results in {bench.out}", err=True)
+        code = bench.run()
+        if code:
+            return code
+    return 0
+
+
+from oc_repl.cli import cmd_bench_report  # noqa: E402, F401 (its commands join the group)

@@ -44,6 +44,21 @@ def show_transcript(transcript: Path) -> int:
     return 2 if any(not line.cut for line in bad) else 0
 
 
+def cast_transcript(transcript: Path, target: Path, speed: float, idle_cap: float) -> int:
+    """The transcript as an asciicast v2 recording (oc_repl/render/cast.py)."""
+    from oc_repl.render.cast import write_cast
+    from oc_repl.render.sanitize import sanitize
+
+    try:
+        write_cast(transcript, target, speed, idle_cap)
+    except BadInput as unreadable:
+        return report_error(UsageError(sanitize(str(unreadable))))
+    except OSError as exc:
+        return report_error(UsageError(f"cannot write {sanitize(str(target))}: {exc.strerror}"))
+    click.echo(f"recording: {sanitize(str(target))}", err=True)
+    return 0
+
+
 def _why(bad: BadInput) -> str:
     from oc_repl.render.sanitize import one_line
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from oc_repl.bench.compare import arms_of, summarize
 from oc_repl.bench.results import TrialResult, read_result, trial_dir, write_result
-from oc_repl.bench.stats import bootstrap_ci, pass_at_k, summarize
+from oc_repl.bench.stats import bootstrap_ci, pass_at_k
 from oc_repl.outcome import FAILURE_MODES, Status
 from tests.conftest import ROOT, cli_env, run_cli
 
@@ -102,10 +103,14 @@ def cell_results() -> list[TrialResult]:
     ]
 
 
+def summary_of(results: list[TrialResult], order: list[str], **plan: object) -> object:
+    return summarize(arms_of(results, {"protocols": order, **plan}))
+
+
 def test_protocol_table_from_trials():
-    summary = summarize(cell_results(), ["q", "p"])
-    q, p = summary.protocols
-    assert (q.protocol, p.protocol) == ("q", "p")  # in the order asked for
+    summary = summary_of(cell_results(), ["q", "p"])
+    q, p = summary.arms
+    assert (q.label, p.label) == ("q", "p")  # in the order asked for
     assert (p.tasks, p.trials, p.resolved, p.k) == (3, 9, 4, 3)
     assert p.pass_at[1] == pytest.approx((1 + 1 / 3 + 0) / 3)
     assert p.pass_at[2] == pytest.approx((1 + 2 / 3 + 0) / 3)
@@ -118,7 +123,7 @@ def test_protocol_table_from_trials():
 
 
 def test_paired_comparison_names_flips_and_brackets_the_difference():
-    summary = summarize(cell_results(), ["p", "q"])
+    summary = summary_of(cell_results(), ["p", "q"])
     (c,) = summary.comparisons
     assert (c.baseline, c.other, c.tasks) == ("p", "q", 3)
     assert c.difference == pytest.approx(((1 / 3 - 1) + (1 - 1 / 3) + 0) / 3)
@@ -161,8 +166,8 @@ def test_bench_report_prints_the_table_and_json(tmp_path):
     assert rows["q"][:4] == ["3", "8", "4", "0.444"]
     assert "1 of 18 planned trials are unfinished" in " ".join(text.stdout.split())
     data = json.loads(run_cli(["bench", "report", "--json", str(out)], tmp_path).stdout)
-    assert [p["protocol"] for p in data["protocols"]] == ["p", "q"] and data["trials_finished"] == 17
-    assert data["protocols"][0]["pass_at"]["2"] == pytest.approx((1 + 2 / 3 + 0) / 3)
+    assert [a["label"] for a in data["arms"]] == ["p", "q"] and data["trials_finished"] == 17
+    assert data["arms"][0]["pass_at"]["2"] == pytest.approx((1 + 2 / 3 + 0) / 3)
 
 
 def test_bench_report_of_an_empty_dir_is_a_usage_error(tmp_path):

@@ -1,0 +1,89 @@
+"""The small statistics a comparison of checkpoints needs, computed exactly (integers where they can be) with the
+standard library alone: Wilson score intervals, Fisher's exact test, the exact McNemar test, and the power of a
+two-proportion test (the smallest difference it detects, the trials it needs).
+
+Trials are treated as independent draws in Fisher's test and in the power figures, as the checkpoints' authors do;
+the paired bootstrap over tasks (stats.py) is the figure that respects that a task's trials are alike.
+"""
+
+from __future__ import annotations
+
+from math import ceil, comb, sqrt
+from statistics import NormalDist
+
+LEVEL = 0.95
+ALPHA = 1 - LEVEL
+POWER = 0.80
+_TIES = 1 + 1e-7  # probabilities this close to the observed one count as as extreme (as R and scipy do)
+
+
+def _z(p: float) -> float:
+    return NormalDist().inv_cdf(p)
+
+
+def wilson(successes: int, trials: int, level: float = LEVEL) -> tuple[float, float]:
+    """The Wilson score interval of a proportion; (0, 1) when there is no trial."""
+    if trials <= 0:
+        return 0.0, 1.0
+    z = _z(1 - (1 - level) / 2)
+    p = successes / trials
+    denominator = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denominator
+    half = z * sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def fisher(a_successes: int, a_trials: int, b_successes: int, b_trials: int) -> float:
+    """Two-sided p-value of Fisher's exact test on the 2×2 table (successes, failures) × (a, b): the chance, with
+    the margins fixed, of a table at most as likely as the one observed."""
+    successes, total = a_successes + b_successes, a_trials + b_trials
+    low, high = max(0, successes - b_trials), min(successes, a_trials)
+
+    def weight(x: int) -> int:  # the hypergeometric probability of x, times C(total, successes)
+        return comb(a_trials, x) * comb(b_trials, successes - x)
+
+    observed = weight(a_successes)
+    extreme = sum(w for x in range(low, high + 1) if (w := weight(x)) <= observed * _TIES)
+    return min(1.0, extreme / comb(total, successes))
+
+
+def mcnemar(only_a: int, only_b: int) -> float:
+    """Two-sided exact McNemar p-value from the discordant pairs (tasks only a solved, tasks only b solved): a
+    binomial test of the split against one half."""
+    n = only_a + only_b
+    if n == 0:
+        return 1.0
+    tail = sum(comb(n, i) for i in range(min(only_a, only_b) + 1))
+    return min(1.0, 2 * tail / 2**n)
+
+
+def _trials_for(p1: float, p2: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """Trials per arm a two-sided two-proportion test needs to tell p1 from p2 (the normal approximation)."""
+    if p1 == p2:
+        return float("inf")
+    pooled = (p1 + p2) / 2
+    spread = _z(1 - alpha / 2) * sqrt(2 * pooled * (1 - pooled)) + _z(power) * sqrt(p1 * (1 - p1) + p2 * (1 - p2))
+    return spread * spread / (p1 - p2) ** 2
+
+
+def detectable(rate: float, trials: int) -> float:
+    """The smallest rise above `rate` that `trials` per arm detect with 80% power at the 5% level (1 - rate when
+    not even a rise to 1 would be)."""
+    if trials <= 0 or rate >= 1:
+        return 1.0 - min(rate, 1.0)
+    low, high = rate, 1.0
+    if _trials_for(rate, high) > trials:
+        return 1.0 - rate
+    for _ in range(60):
+        mid = (low + high) / 2
+        if _trials_for(rate, mid) > trials:
+            low = mid
+        else:
+            high = mid
+    return high - rate
+
+
+def trials_needed(p1: float, p2: float) -> int | None:
+    """Trials per arm for a difference of p1 against p2 to be detected with 80% power; None when there is none."""
+    needed = _trials_for(p1, p2)
+    return None if needed == float("inf") else ceil(needed)

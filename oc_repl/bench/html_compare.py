@@ -1,0 +1,139 @@
+"""The parts of the HTML reports that compare arms (the scores table, the verdicts, pass@1 with its interval per
+arm as a line, the per-task buckets), and `bench compare --html FILE`'s page made of them. Self-contained as the
+bench report is: plotly's script inlined once, nothing fetched when it opens."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+from oc_repl.bench.compare import Summary
+from oc_repl.bench.pertask import BUCKETS, TaskReport
+from oc_repl.bench.report import pass_columns, with_interval
+from oc_repl.private import make_dirs, write_atomic
+from oc_repl.render.sanitize import sanitize
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; }
+th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+.chip { display: inline-block; min-width: 1.6em; margin: 1px; padding: 1px 4px; border-radius: 3px;
+        color: white; text-decoration: none; font-size: 85%; text-align: center; }
+.figure { max-width: 900px; }
+.note { color: #555; }
+.separable { color: #2ca02c; } .not-separable { color: #555; }
+"""
+
+
+def text(value: object) -> str:
+    """Text from a bench directory, as HTML: escaped, every hidden character shown (plotly's labels also read
+    entities, never tags or links, from it)."""
+    return html.escape(sanitize(str(value)))
+
+
+def figure_html(figure: Any, div_id: str) -> str:
+    return figure.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False})
+
+
+def rows_html(table_id: str, head: list[str], rows: list[list[object]]) -> str:
+    header = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{text(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table id="{table_id}"><tr>{header}</tr>{body}</table>'
+
+
+def scores_table(summary: Summary) -> str:
+    ks = pass_columns(summary)
+    head = ["arm", "tasks", "trials", "infra", "resolved", "pass@1 planned", "pass@1 finished"]
+    head += ["partial planned", "partial finished", *(f"pass@{k}" for k in ks)]
+    rows = [
+        [a.label, a.tasks, f"{a.scored}/{a.planned}", a.infrastructure, a.resolved, with_interval(a.pass1_planned)]
+        + [with_interval(a.pass1), with_interval(a.partial_planned), with_interval(a.partial)]
+        + [f"{a.pass_at.get(k, 0.0):.3f}" for k in ks]
+        for a in summary.arms
+    ]
+    return rows_html("scores", head, rows)
+
+
+def verdicts(summary: Summary) -> str:
+    items = []
+    for c in summary.comparisons:
+        kind = "separable" if c.separable else "not-separable"
+        flips = f"gained: {', '.join(c.gained) or 'none'}; lost: {', '.join(c.lost) or 'none'}"
+        detail = (
+            f"pass@1 {c.difference:+.3f} (95% CI {c.ci_low:+.3f} … {c.ci_high:+.3f}), partial "
+            f"{c.partial_difference:+.3f} (95% CI {c.partial_ci_low:+.3f} … {c.partial_ci_high:+.3f}) on {c.tasks} "
+            f"tasks; {c.method}"
+        )
+        items.append(
+            f'<li class="{kind}">{text(c.verdict)}<br><span class="note">{text(detail)}<br>{text(flips)}</span></li>'
+        )
+    return f'<ul id="comparisons">{"".join(items)}</ul>'
+
+
+def sweep_figure(summary: Summary) -> str:
+    """pass@1 of each arm in order, with its Wilson interval, as a line."""
+    import plotly.graph_objects as go
+
+    labels = [text(a.label) for a in summary.arms]
+    values = [a.pass1.value for a in summary.arms]
+    figure = go.Figure(
+        go.Scatter(
+            x=labels,
+            y=values,
+            mode="lines+markers",
+            name="pass@1",
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": [a.pass1.high - a.pass1.value for a in summary.arms],
+                "arrayminus": [a.pass1.value - a.pass1.low for a in summary.arms],
+            },
+        )
+    )
+    figure.update_layout(
+        title="pass@1 by arm, with 95% Wilson intervals", yaxis_title="pass@1", height=380, template="plotly_white"
+    )
+    return figure_html(figure, "sweep")
+
+
+def buckets_table(found: TaskReport) -> str:
+    head = ["task", "trials", "resolved", "bucket", "reward mean", "reward sd", "signatures", "first divergence"]
+    rows = []
+    for t in found.tasks:
+        d = t.divergence
+        parted = f"turn {d.turn}: {d.solved} {d.solved_action!r} / {d.failed} {d.failed_action!r}" if d else ""
+        signatures = ", ".join(f"{name} {n}" for name, n in t.signatures.items())
+        zero = " (zero variance)" if t.zero_variance else ""
+        rows.append([t.task, t.trials, t.resolved, t.bucket, f"{t.reward_mean:.3f}", f"{t.reward_sd:.3f}{zero}"])
+        rows[-1] += [signatures, parted]
+    counts = " · ".join(f"{b}: {found.buckets[b]}" for b in BUCKETS)
+    zero = ", ".join(found.zero_variance) or "none"
+    note = f'<p class="note">{text(counts)} · zero variance (no RL signal): {text(zero)}</p>'
+    return note + rows_html("tasks", head, rows)
+
+
+def write_compare_html(summary: Summary, target: Path) -> Path:
+    from plotly.offline import get_plotlyjs
+
+    target = target.resolve()
+    make_dirs(target.parent)
+    runs = sorted({a.run for a in summary.arms if a.run})
+    counted = "counted as failures" if summary.count_infra else "left out of the scores"
+    body = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>oc-repl bench compare</title>
+<style>{STYLE}</style><script>{get_plotlyjs()}</script></head>
+<body>
+<h1>oc-repl bench compare</h1>
+<p class="note">{text(", ".join(runs))} · infrastructure failures {counted}; "planned" counts each missing trial as
+unresolved with a score of zero, "finished" only the trials that count.</p>
+<h2>Scores</h2>
+{scores_table(summary)}
+<h2>Comparisons</h2>
+{verdicts(summary)}
+<div class="figure">{sweep_figure(summary)}</div>
+</body></html>
+"""
+    write_atomic(target, body)
+    return target

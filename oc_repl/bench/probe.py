@@ -1,0 +1,38 @@
+"""Before any trial, each server a bench uses is asked what doctor asks first: its models, and a one-token reply.
+A bench against a server that cannot answer would only fill its directory with server errors."""
+
+from __future__ import annotations
+
+from oc_repl.config import RunSettings
+from oc_repl.errors import ServerError
+
+PROBE = [{"role": "user", "content": "Reply with one word: ready"}]
+
+
+def check_servers(settings: dict[str, RunSettings]) -> None:
+    """A ServerError (exit 5) naming the server and what it said, for the first one that does not answer."""
+    from oc_repl.client.chat import ChatClient
+
+    seen = set()
+    for each in settings.values():
+        key = (each.api_base, each.model, each.api_key)
+        if key in seen:
+            continue
+        seen.add(key)
+        client = ChatClient(
+            each.api_base,
+            each.api_key,
+            each.model,
+            stream=False,
+            retries=min(each.retries, 1),
+            idle_timeout=each.idle_timeout,
+            request_timeout=min(each.request_timeout, 120.0),
+        )
+        try:
+            client.resolve_model()
+            client.complete(PROBE, {"max_tokens": 1, "temperature": 0, "stream": False})
+        except ServerError as exc:
+            exc.message = f"the bench's server check failed, before any trial: {exc.message}"
+            raise
+        finally:
+            client.close()
