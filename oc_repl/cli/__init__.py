@@ -104,7 +104,9 @@ class LazyGroup(click.Group):
     """Subcommands kept in modules of their own are imported only when named (or listed by --help): `run` does not
     pay for bench's, doctor's or export's imports before its first request."""
 
-    lazy = {name: f"oc_repl.cli.cmd_{name}" for name in ("bench", "doctor", "export", "protocols")}
+    # bench's group is made in cmd_bench; cmd_bench_report adds its report, compare, tasks and watch commands to it
+    lazy = {name: f"oc_repl.cli.cmd_{name}" for name in ("doctor", "export", "protocols")}
+    lazy["bench"] = "oc_repl.cli.cmd_bench_report"
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})

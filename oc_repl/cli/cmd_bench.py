@@ -210,6 +210,3 @@ def _run_rounds(first: Any, rounds: int, make: Any) -> int:
         if code:
             return code
     return 0
-
-
-from oc_repl.cli import cmd_bench_report  # noqa: E402, F401 (its commands join the group)
