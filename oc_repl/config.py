@@ -22,6 +22,8 @@ from oc_repl.errors import UsageError
 from oc_repl.training import CAMEL_TRAINING_TURNS, SAMPLING_PRESETS
 
 DEFAULT_API_BASE = "http://127.0.0.1:30000/v1"  # sglang's default port
+WIRES = ("chat", "completions", "generate")
+TEXT_WIRES = ("completions", "generate")  # the prompt rendered (and tokenized) by oc-repl
 
 # Where a setting is taken.
 FLAG = "flag"  # `oc-repl run`, the shell (and before a subcommand), `bench`
@@ -45,9 +47,9 @@ def setting(
     secret: bool = False,
     **bounds: float,
 ) -> Any:
-    """One row of the table. `flags`: the flag's names when not `--the-name`; `path`: "file", "existing file" or
-    "existing dir", as a flag checks it; `shown`: the default in words, for a None that means something; `secret`:
-    kept out of reprs, and a warning when it is typed; `bounds`: ge, gt, le."""
+    """One row of the table. `flags`: the flag's names when not `--the-name`; `path`: "file", "existing file",
+    "existing dir" or "existing path" (either), as a flag checks it; `shown`: the default in words, for a None that
+    means something; `secret`: kept out of reprs, and a warning when it is typed; `bounds`: ge, gt, le."""
     rules = {"help": help, "on": frozenset(on), "env": env, "choices": choices, "flags": flags, "path": path}
     rules.update(shown=shown, secret=secret, bounds=bounds)
     return field(default=default, repr=not secret, metadata=rules)
@@ -159,6 +161,24 @@ class RunSettings:
     max_tokens: int | None = setting(
         None, "Overrides the preset's max new tokens", *EVERYWHERE, shown="the preset's", ge=1
     )
+    wire: str = setting(
+        "chat",
+        "How prompts reach the server: chat (/v1/chat/completions, the server renders), completions (/v1/completions) "
+        "or generate (sglang's /generate), both rendered by oc-repl with --tokenizer's chat template",
+        *EVERYWHERE,
+        DOCTOR,
+        choices=WIRES,
+        shown="chat; generate under --exact for camel",
+    )
+    tokenizer: Path | None = setting(
+        None,
+        "The served model's folder (or its tokenizer.json, tokenizer_config.json or chat_template.jinja): its chat "
+        "template and tokenizer, for the completions and generate wires",
+        *EVERYWHERE,
+        DOCTOR,
+        path="existing path",
+        shown="none",
+    )
     stream: bool = setting(True, "Stream replies", *EVERYWHERE)
     retries: int = setting(3, "Retries for server faults", *EVERYWHERE, ge=0)
     idle_timeout: float = setting(120.0, "Seconds a stream may stall before it is retried", *EVERYWHERE, gt=0)
@@ -233,7 +253,21 @@ class RunSettings:
                 f"--exact runs exactly as upstream, which rules out {', '.join(conflicts)}",
                 hint="drop those options, or drop --exact",
             )
+        if self.protocol_kind() == "camel":
+            wanted["wire"] = self.wire if "wire" in self.given else "generate"  # training posted token ids
+            if wanted["wire"] in TEXT_WIRES and self.tokenizer is None:
+                raise UsageError(
+                    f"--exact sends camel's prompts as token ids on the {wanted['wire']} wire, and that needs the "
+                    "served model's tokenizer: --tokenizer is missing",
+                    hint="pass --tokenizer DIR (the served model's folder, with tokenizer.json and its chat template), "
+                    "or --wire chat to run with the deviations the server's own rendering brings",
+                )
         return self.replace(**wanted)
+
+    @property
+    def text_wire(self) -> bool:
+        """The prompt is rendered by oc-repl (and tokenized, when the tokenizer has a tokenizer.json)."""
+        return self.wire in TEXT_WIRES
 
     def protocol_kind(self) -> str:
         from oc_repl.protocols import manifests
@@ -372,6 +406,7 @@ def validate(values: dict[str, Any]) -> RunSettings:
     from oc_repl.client.api_base import check_api_base
 
     check_api_base(settings.api_base)  # a usage error before anything starts, not a connection retried later
+
     check_sandbox_spec(settings.sandbox)
     if settings.verify_file is not None:
         try:
@@ -380,4 +415,11 @@ def validate(values: dict[str, Any]) -> RunSettings:
             raise UsageError(f"cannot read the verify file {settings.verify_file}: {exc.strerror}") from exc
         if empty:
             raise UsageError(f"the verify file {settings.verify_file} is empty: it would pass whatever happened")
-    return settings.with_exact()
+    settings = settings.with_exact()
+    if settings.text_wire and settings.tokenizer is None:
+        raise UsageError(
+            f"--wire {settings.wire} renders the prompt on the client with the served model's chat template: "
+            "--tokenizer is missing",
+            hint="pass --tokenizer DIR (the served model's folder, or its chat_template.jinja)",
+        )
+    return settings

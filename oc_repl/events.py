@@ -174,6 +174,8 @@ class ThreadStarted(Record):
     task: str = ""  # the instruction given
     workdir: str = ""  # where the model's commands start
     exact: bool = False
+    wire: str = "chat"  # chat | completions | generate
+    prompt: str = ""  # what a text wire sends: "token ids", or "text" (no tokenizer); "" on the chat wire
     deviations: list[str] = field(default_factory=list)  # the names of those in force (oc_repl/deviations.py)
     assets: list[AssetInfo] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)
@@ -193,13 +195,16 @@ class TurnStarted(Record):
 
 @event
 class RequestSent(Record):
-    """The chat request of a turn, as sent (the API key is never in it)."""
+    """The request of a turn (the API key is never in it): the protocol's messages and options, and `body`, what
+    went on the wire: `{"wire", "route", "json": the body posted, "prompt_tokens", "cut"}` (on the chat wire the
+    body's messages are left out when they are the request's own)."""
 
     type: Literal["request.sent"] = "request.sent"
     ts: float = field(default_factory=_now)
     turn: int
     attempt: int = 1
     request: dict[str, Any]
+    body: dict[str, Any] = field(default_factory=dict)
 
 
 @event

@@ -129,6 +129,12 @@ class Session:
         settings = plan.settings
         self.plan, self.emit, self.approve, self.consent = plan, emit, approve, consent
         self.transcript, self.attempt = transcript, attempt
+        prompts = None
+        if settings.text_wire and plan.model_files is not None:
+            from oc_repl.client.prompt import TextPrompts
+
+            # the harness's middle cut of a long prompt is camel's, as trained
+            prompts = TextPrompts(settings.wire, plan.model_files, cut=settings.protocol_kind() == "camel")
         self.client = ChatClient(
             settings.api_base,
             settings.api_key,
@@ -138,6 +144,7 @@ class Session:
             idle_timeout=settings.idle_timeout,
             request_timeout=settings.request_timeout,
             on_retry=self._on_retry,
+            prompts=prompts,
         )
         self.protocol: AgentProtocol | None = None
         self.sandbox: Sandbox | None = None
@@ -196,13 +203,14 @@ class Session:
             from oc_repl import protocols
             from oc_repl.deviations import Deviations
 
-            s = self.settings
+            s, files = self.settings, self.plan.model_files
             self.protocol = protocols.create(
                 s.protocol,
                 Deviations.from_settings(s),
                 history=s.history,
                 observation_limit=s.observation_limit,
                 system=s.system,
+                count_tokens=files.tokenizer.count if files is not None and files.tokenizer is not None else None,
             )
             if s.exact:
                 protocols.require_upstream(s.protocol, self.protocol.assets())
@@ -355,8 +363,10 @@ class Session:
                 task_name=task.name if task else "",
                 task=task.instruction if task else "",
                 workdir=protocol.working_directory(sandbox) if protocol and sandbox else "",
-                assets=[ev.AssetInfo(**vars(a)) for a in protocol.assets()] if protocol else [],
+                assets=[ev.AssetInfo(**vars(a)) for a in [*(protocol.assets() if protocol else []), *self._files()]],
                 exact=s.exact,
+                wire=s.wire,
+                prompt=self.plan.model_files.sends if s.text_wire and self.plan.model_files else "",
                 deviations=Deviations.from_settings(s).names(),
                 options={
                     "sampling": s.sampling_options(),
@@ -369,6 +379,15 @@ class Session:
                 isolation=isolation,
             )
         )
+
+    def _files(self) -> list[Any]:
+        """The served model's files the run reads (its template, its tokenizer), as assets."""
+        files = self.plan.model_files
+        if files is None:
+            return []
+        protocol = self._thread.protocol
+        tools = protocol.request().options.get("tools") if protocol is not None else None
+        return files.assets(tools or None)  # the template a request with these tools is rendered with
 
     def _completed(self, status: Status, outcome: Outcome, kept: str, calls_before: tuple[int, int]) -> None:
         self.emit(
