@@ -156,3 +156,20 @@ def test_the_qwen3_template_renders_camels_own_tool_dicts(serve, tmp_path):
     text = server.requests[-1]["prompt_text"]
     tools = _request(events)["tools"]
     assert all(json.dumps(tool, ensure_ascii=False) in text for tool in tools)  # wrapper and key order kept
+
+
+@pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
+def test_export_gives_each_turns_token_ids(serve, tmp_path, model, stream):
+    from oc_repl.export import export
+
+    replies = [{"text": call_text("shell_exec", ECHO)}, {"text": "It prints wired."}]
+    server = serve(script(model, replies))
+    proc, _ = run(server, tmp_path, "--wire", "generate", "--tokenizer", str(model), stream)
+    assert proc.returncode == 0, proc.stderr
+    (episode,) = export(tmp_path / "t.jsonl")
+    posted = [r for r in server.requests if r["path"] == "/generate"]
+    tok = load_tokenizer(model)
+    for turn, request, reply in zip(episode["turns"], posted, replies, strict=True):
+        assert turn["prompt_ids"] == request["prompt_ids"]
+        assert turn["output_ids"] == tok.encode(reply["text"]) + [tok.eos_token_id]
+        assert turn["reply"]["content"] == reply["text"] + "<|im_end|>"  # as generated, the stop token kept
