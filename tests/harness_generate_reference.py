@@ -7,7 +7,7 @@ PLAN.json OUT.json`; it imports nothing of oc-repl. What a cluster would give is
 written here: slime's `GenerateState` (the tokenizer, transformers' own, from the plan's model folder) and `Sample`,
 slime's HTTP post (the model's scripted replies as sglang answers them with `no_stop_trim`, and the environment
 server: the task message, the tool schemas and each call's scripted result), and sglang's `FunctionCallParser`
-(its qwen25 detector's rules: the text before the first `<tool_call>\\n` is the content, each
+(its qwen25 detector's rules: the text before the first `<tool_call>\\n` is the content when a call was found, each
 `<tool_call>\\n...\\n</tool_call>` block is JSON, a block that does not parse is skipped, calls to unknown tools are
 dropped, arguments re-serialised with `json.dumps`).
 """
@@ -90,7 +90,7 @@ class FunctionCallParser:
                     continue
                 arguments = item.get("parameters") or item.get("arguments", {})
                 calls.append(ToolCallItem(self.names.index(name), name, json.dumps(arguments, ensure_ascii=False)))
-        return content, calls
+        return (content, calls) if calls else (text, [])  # no call: the text stays whole
 
 
 class Episode:

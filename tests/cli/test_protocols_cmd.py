@@ -115,7 +115,7 @@ def test_list_follows_user_folders(tmp_path):
     assert short["by_asset"]["tools.json"]["source"] == "built-in"
 
 
-CAMEL_ASSETS = ("system.txt", "tools.json", "toolkit.toml", "agent.toml", "notices.toml")
+CAMEL_ASSETS = ("system.txt", "tools.json", "toolkit.toml", "agent.toml", "chat_agent.toml", "notices.toml")
 
 
 # --- show ----------------------------------------------------------------------------------------------------------
