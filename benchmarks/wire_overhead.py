@@ -153,7 +153,7 @@ def main() -> None:
     for stream, how in ((True, "streamed"), (False, "not streamed")):
         mine, chat = over["generate", stream], over["chat", stream]
         ratio = mine / chat if chat > 0 else float("inf")
-        said = f"{ratio:.2f}x" if chat >= 0.5 else f"the chat wire's ({chat:.2f} ms) is within the bare round trip's noise"
+        said = f"{ratio:.2f}x" if chat >= 0.5 else f"the chat wire's ({chat:.2f} ms) is within the round trip's noise"
         print(f"goal: the generate wire's client overhead, {how}, <= 2x the chat wire's: {said}")
         figure = f"generate wire: client overhead per turn, {how} (render, tokenize, cut)"
         rows.append(Row(figure, mine, "ms", "the chat wire's", chat, "<= 2x the chat wire's", ratio <= 2))
