@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from oc_repl.tasks.tamper import TamperProbe
 
 
+TOKENIZER_HINT = "Point --tokenizer at the folder the server loaded: the prompt is rendered with its template."
+
+
 class Fanout:
     """Sends each event to every sink in order. The transcript comes first; a display that fails (a closed pipe, a
     vanished terminal) is dropped with one error event instead of stopping the run or the record of it."""
@@ -106,6 +109,7 @@ class _Thread:
     protocol: AgentProtocol | None = None
     sandbox: Sandbox | None = None
     model: str = ""
+    served: str = ""  # what the server says it serves (the text wires)
     started: bool = False
 
 
@@ -281,7 +285,10 @@ class Session:
         if sandbox is not None and judged and (self.probe is None or self.probe.sandbox is not sandbox):
             self.probe = self._baseline(sandbox)
         made.model = self.client.resolve_model()
+        warnings = self._served()
         self._say_started(sandbox.isolation() if sandbox is not None else ev.Isolation())
+        for warning in warnings:
+            self.emit(ev.Error(kind="warning", message=warning, hint=TOKENIZER_HINT))
         agent = Agent(
             self.client,
             protocol,
@@ -374,11 +381,28 @@ class Session:
                     "stream": s.stream,
                     "max_turns": s.max_turns,
                     "follow_up": self.tasks_run > 0,
+                    **({"served": made.served} if made.served else {}),
                 },
                 attempt=self.attempt,
                 isolation=isolation,
             )
         )
+
+    def _served(self) -> list[str]:
+        """On a text wire, what the server says it serves (for thread.started), and how it differs from
+        --tokenizer's files: the warnings to give."""
+        files = self.plan.model_files
+        if files is None or not self.settings.text_wire:
+            return []
+        from oc_repl.client.served import differences, served_model
+
+        served = served_model(self.client.get_json, self.client.api_base, self.client.model)
+        if served is None:
+            return []
+        self._thread.served = served.said()
+        protocol = self._thread.protocol
+        tools = (protocol.request().options.get("tools") or None) if protocol is not None else None
+        return [f"{served.said()}: {difference}" for difference in differences(served, files, tools)]
 
     def _files(self) -> list[Any]:
         """The served model's files the run reads (its template, its tokenizer), as assets."""

@@ -173,6 +173,17 @@ class ChatClient:
         self.salvaged_calls += len(reply.tool_calls) - native
         return reply
 
+    def get_json(self, url: str) -> Any:
+        """A server's own route, read once and briefly (a server that tells nothing is no fault): JSON, or None."""
+        self.connect()
+        try:
+            with closing(self._http.send(self._http.build_request("GET", url, timeout=5.0), stream=True)) as response:
+                if response.status_code != 200:
+                    return None
+                return read_json(response.iter_bytes(), time.monotonic(), 5.0, url)
+        except (self._httpx.HTTPError, Incomplete, Malformed):
+            return None
+
     def close(self) -> None:
         if self._http is not None:
             self._http.close()

@@ -189,7 +189,7 @@ class HumanRenderer:
             self.console.print(Text(f"kept container {sanitize(e.kept_container)}", style="bold"))
 
     def on_error(self, e: Any) -> None:
-        label = "retrying" if e.retrying else "error"
+        label = "retrying" if e.retrying else ("warning" if e.kind == "warning" else "error")
         self.console.print(Text(f"{label}: {sanitize(e.message)}", style="yellow" if e.retrying else "bold red"))
         if e.hint:
             self.console.print(Text(sanitize(e.hint), style="dim"))

@@ -71,7 +71,7 @@ def test_a_camel_run_sends_the_rendered_prompt_as_token_ids(serve, tmp_path, mod
     sent = [e for e in events if e["type"] == "request.sent"]
     tok = load_tokenizer(model)
     route = "/generate" if wire == "generate" else "/v1/completions"
-    posted = [r for r in server.requests if r["path"] != "/v1/models"]  # the model's name, asked once
+    posted = [r for r in server.requests if r["method"] == "POST"]  # GETs: the model's name, what the server serves
     assert [r["path"] for r in posted] == [route, route]
     for event, request in zip(sent, posted, strict=True):
         text = rendered(model, event["request"])
@@ -173,3 +173,13 @@ def test_export_gives_each_turns_token_ids(serve, tmp_path, model, stream):
         assert turn["prompt_ids"] == request["prompt_ids"]
         assert turn["output_ids"] == tok.encode(reply["text"]) + [tok.eos_token_id]
         assert turn["reply"]["content"] == reply["text"] + "<|im_end|>"  # as generated, the stop token kept
+
+
+def test_a_server_serving_another_model_is_named_and_warned_about(serve, tmp_path, model):
+    server = serve({**script(model, [{"text": "Done."}]), "model_info": {"model_path": "/models/Other-7B"}})
+    proc, events = run(server, tmp_path, "--wire", "generate", "--tokenizer", str(model))
+    assert proc.returncode == 0, proc.stderr
+    assert events[0]["options"]["served"] == "the server serves /models/Other-7B (sglang /get_model_info)"
+    (warning,) = [e for e in events if e["type"] == "error"]
+    assert warning["kind"] == "warning" and f"--tokenizer names {model}" in warning["message"]
+    assert "warning: the server serves /models/Other-7B" in proc.stderr
