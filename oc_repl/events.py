@@ -370,6 +370,7 @@ def _plain(value: Any) -> Any:
 
 # Line breaks to Python's str.splitlines (and to JavaScript, for U+2028/9) that JSON leaves unescaped: written as \u
 # escapes, a transcript stays one event per line for every reader. They can only occur inside JSON strings.
+_BREAKS = "\x85\u2028\u2029"
 _LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
@@ -386,7 +387,8 @@ def json_text(data: Any) -> str:
         line.encode("utf-8")
     except UnicodeEncodeError:
         line = json.dumps(data, separators=(",", ":"))
-    return line.translate(_LINE_BREAKS)
+    # translate() to longer replacements is slow on a long line (a request of 16k token ids): most have none of them
+    return line.translate(_LINE_BREAKS) if any(c in line for c in _BREAKS) else line
 
 
 _adapter: Any = None
