@@ -19,7 +19,7 @@ from typing import Any
 
 from oc_repl.apikey import KEY_ENV, read_key_file
 from oc_repl.errors import UsageError
-from oc_repl.training import CAMEL_TRAINING_TURNS, SAMPLING_PRESETS
+from oc_repl.training import SAMPLING_PRESETS
 
 DEFAULT_API_BASE = "http://127.0.0.1:30000/v1"  # sglang's default port
 WIRES = ("chat", "completions", "generate")
@@ -233,36 +233,10 @@ class RunSettings:
         return dataclasses.replace(self, **changes)
 
     def with_exact(self) -> RunSettings:
-        """The settings `--exact` runs with: every documented deviation from upstream turned off.
+        """The settings `--exact` runs with (oc_repl/exact.py)."""
+        from oc_repl.exact import exact_settings
 
-        A deviation the user asked for by name (a flag, the environment or the config file) conflicts with `--exact`
-        and is refused rather than silently dropped or silently kept.
-        """
-        if not self.exact:
-            return self
-        wanted = dict(EXACT)
-        if self.protocol_kind() == "camel" and "max_turns" not in self.given:
-            wanted["max_turns"] = CAMEL_TRAINING_TURNS
-        conflicts = [
-            f"{OPTIONS[key].flag} {getattr(self, key)}"
-            for key, value in {**wanted, **EXACT_FORBIDS}.items()
-            if key in self.given and getattr(self, key) != value and getattr(self, key) is not None
-        ]
-        if conflicts:
-            raise UsageError(
-                f"--exact runs exactly as upstream, which rules out {', '.join(conflicts)}",
-                hint="drop those options, or drop --exact",
-            )
-        if self.protocol_kind() == "camel":
-            wanted["wire"] = self.wire if "wire" in self.given else "generate"  # training posted token ids
-            if wanted["wire"] in TEXT_WIRES and self.tokenizer is None:
-                raise UsageError(
-                    f"--exact sends camel's prompts as token ids on the {wanted['wire']} wire, and that needs the "
-                    "served model's tokenizer: --tokenizer is missing",
-                    hint="pass --tokenizer DIR (the served model's folder, with tokenizer.json and its chat template), "
-                    "or --wire chat to run with the deviations the server's own rendering brings",
-                )
-        return self.replace(**wanted)
+        return exact_settings(self, lambda name: OPTIONS[name].flag) if self.exact else self
 
     @property
     def text_wire(self) -> bool:
@@ -281,19 +255,6 @@ class RunSettings:
             if getattr(self, key) is not None:
                 chosen[key] = getattr(self, key)
         return chosen
-
-
-# What `--exact` sets: no observation cap, upstream's relative paths, the training sampling and history, upstream's
-# sleeps, no loop detection (upstream has none). Sampling overrides would change the preset, so they are refused.
-EXACT: dict[str, Any] = {
-    "observation_limit": 0,
-    "relative_paths": "root",
-    "sampling": "training",
-    "history": "training",
-    "wait": "exact",
-    "loop_limit": 0,
-}
-EXACT_FORBIDS: dict[str, Any] = {"temperature": None, "top_p": None, "max_tokens": None}
 
 
 @dataclass(frozen=True)
@@ -406,7 +367,6 @@ def validate(values: dict[str, Any]) -> RunSettings:
     from oc_repl.client.api_base import check_api_base
 
     check_api_base(settings.api_base)  # a usage error before anything starts, not a connection retried later
-
     check_sandbox_spec(settings.sandbox)
     if settings.verify_file is not None:
         try:
@@ -415,11 +375,6 @@ def validate(values: dict[str, Any]) -> RunSettings:
             raise UsageError(f"cannot read the verify file {settings.verify_file}: {exc.strerror}") from exc
         if empty:
             raise UsageError(f"the verify file {settings.verify_file} is empty: it would pass whatever happened")
-    settings = settings.with_exact()
-    if settings.text_wire and settings.tokenizer is None:
-        raise UsageError(
-            f"--wire {settings.wire} renders the prompt on the client with the served model's chat template: "
-            "--tokenizer is missing",
-            hint="pass --tokenizer DIR (the served model's folder, or its chat_template.jinja)",
-        )
-    return settings
+    from oc_repl.exact import check_wire
+
+    return check_wire(settings.with_exact())

@@ -121,7 +121,7 @@ class Doctor:
         try:
             for probe in (self.server, self.chat, self.tool_calls, self.reasoning, self.context, self.speed):
                 self.report.checks.append(probe())
-            self.report.checks += wire_checks(self, wire, tokenizer)
+            self.report.checks += [Check(*found) for found in wire_checks(self, wire, tokenizer)]
         except _Stop:
             self.report.blocking = True
         finally:

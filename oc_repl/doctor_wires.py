@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 from oc_repl.client.api_base import server_root
 
 if TYPE_CHECKING:
-    from oc_repl.doctor import Check, Doctor
+    from oc_repl.doctor import Doctor
 
+# A check as oc_repl.doctor.Check takes it: (name, status, finding[, fix[, data]]).
+Found = tuple[Any, ...]
 EXACT_FIX = "Serve with sglang (its /generate), or run --exact --wire completions against this server."
 
 
@@ -32,9 +34,7 @@ def answers(doctor: Doctor, wire: str) -> bool:
         return False
 
 
-def wire_checks(doctor: Doctor, wire: str, tokenizer: Path | None) -> list[Check]:
-    from oc_repl.doctor import Check
-
+def wire_checks(doctor: Doctor, wire: str, tokenizer: Path | None) -> list[Found]:
     found = {"chat": any(c.name == "chat" and c.status == "ok" for c in doctor.report.checks)}
     found.update({wire: answers(doctor, wire) for wire in ("completions", "generate")})
     calls = next((c for c in doctor.report.checks if c.name == "tool calls"), None)
@@ -45,36 +45,34 @@ def wire_checks(doctor: Doctor, wire: str, tokenizer: Path | None) -> list[Check
     exact = wire if wire != "chat" else "generate"  # --exact takes camel to /generate unless --wire names another
     data: dict[str, Any] = {"answers": found, "tool_parser": parser, "exact_wire": exact}
     finding = f"{listed}; {said}; --exact will use the {exact} wire"
-    checks = []
+    checks: list[Found] = []
     if found[exact]:
         constrained = " (the chat wire's calls may be constrained by it)" if parser else ""
-        checks.append(Check("wires", "ok", finding + constrained, data=data))
+        checks.append(("wires", "ok", finding + constrained, "", data))
     else:
-        checks.append(Check("wires", "warn", f"{finding}, which this server does not answer", EXACT_FIX, data))
+        checks.append(("wires", "warn", f"{finding}, which this server does not answer", EXACT_FIX, data))
     checks.append(_served(doctor, tokenizer))
     return checks
 
 
-def _served(doctor: Doctor, tokenizer: Path | None) -> Check:
-    from oc_repl.client.served import differences, served_model
-    from oc_repl.doctor import Check
+def _served(doctor: Doctor, tokenizer: Path | None) -> Found:
+    from oc_repl.client.served import TOKENIZER_HINT, differences, served_model
     from oc_repl.errors import UsageError
 
     served = served_model(doctor._get_json, doctor.report.api_base, doctor.report.model)
     if served is None:
-        return Check("served model", "ok", "the server does not say which model or template it serves")
+        return ("served model", "ok", "the server does not say which model or template it serves")
     data = {"source": served.source, "model": served.model, "template_sha256": served.template_sha256}
     if tokenizer is None:
         fix = "Pass --tokenizer (that folder) to check it against the files the text wires render with."
-        return Check("served model", "ok", served.said(), fix, data)
+        return ("served model", "ok", served.said(), fix, data)
     from oc_repl.client.model_files import load_model_files
 
     try:
         files = load_model_files(tokenizer)
     except UsageError as exc:
-        return Check("served model", "warn", f"{served.said()}; --tokenizer: {exc.message}", exc.hint, data)
+        return ("served model", "warn", f"{served.said()}; --tokenizer: {exc.message}", exc.hint, data)
     different = differences(served, files)
     if different:
-        fix = "Point --tokenizer at the folder the server loaded: the prompt is rendered with its template."
-        return Check("served model", "warn", f"{served.said()}; " + "; ".join(different), fix, data)
-    return Check("served model", "ok", f"{served.said()}, as --tokenizer names", data=data)
+        return ("served model", "warn", f"{served.said()}; " + "; ".join(different), TOKENIZER_HINT, data)
+    return ("served model", "ok", f"{served.said()}, as --tokenizer names", "", data)

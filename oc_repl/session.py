@@ -27,9 +27,6 @@ if TYPE_CHECKING:
     from oc_repl.tasks.tamper import TamperProbe
 
 
-TOKENIZER_HINT = "Point --tokenizer at the folder the server loaded: the prompt is rendered with its template."
-
-
 class Fanout:
     """Sends each event to every sink in order. The transcript comes first; a display that fails (a closed pipe, a
     vanished terminal) is dropped with one error event instead of stopping the run or the record of it."""
@@ -128,28 +125,11 @@ class Session:
         transcript: str = "",  # named in thread.completed, when the caller keeps one
         attempt: int = 1,  # named in thread.started and thread.completed (`run --attempts N`)
     ) -> None:
-        from oc_repl.client.chat import ChatClient
+        from oc_repl.client.chat import run_client
 
-        settings = plan.settings
         self.plan, self.emit, self.approve, self.consent = plan, emit, approve, consent
         self.transcript, self.attempt = transcript, attempt
-        prompts = None
-        if settings.text_wire and plan.model_files is not None:
-            from oc_repl.client.prompt import TextPrompts
-
-            # the harness's middle cut of a long prompt is camel's, as trained
-            prompts = TextPrompts(settings.wire, plan.model_files, cut=settings.protocol_kind() == "camel")
-        self.client = ChatClient(
-            settings.api_base,
-            settings.api_key,
-            settings.model,
-            stream=settings.stream,
-            retries=settings.retries,
-            idle_timeout=settings.idle_timeout,
-            request_timeout=settings.request_timeout,
-            on_retry=self._on_retry,
-            prompts=prompts,
-        )
+        self.client = run_client(plan.settings, plan.model_files, self._on_retry)
         self.protocol: AgentProtocol | None = None
         self.sandbox: Sandbox | None = None
         self.thread_id = uuid.uuid4().hex[:12]
@@ -207,14 +187,14 @@ class Session:
             from oc_repl import protocols
             from oc_repl.deviations import Deviations
 
-            s, files = self.settings, self.plan.model_files
+            s, tok = self.settings, self.plan.model_files.tokenizer if self.plan.model_files else None
             self.protocol = protocols.create(
                 s.protocol,
                 Deviations.from_settings(s),
                 history=s.history,
                 observation_limit=s.observation_limit,
                 system=s.system,
-                count_tokens=files.tokenizer.count if files is not None and files.tokenizer is not None else None,
+                count_tokens=tok.count if tok is not None else None,
             )
             if s.exact:
                 protocols.require_upstream(s.protocol, self.protocol.assets())
@@ -288,7 +268,7 @@ class Session:
         warnings = self._served()
         self._say_started(sandbox.isolation() if sandbox is not None else ev.Isolation())
         for warning in warnings:
-            self.emit(ev.Error(kind="warning", message=warning, hint=TOKENIZER_HINT))
+            self.emit(warning)
         agent = Agent(
             self.client,
             protocol,
@@ -359,6 +339,8 @@ class Session:
         s, made = self.settings, self._thread
         task, protocol, sandbox = made.task, made.protocol, made.sandbox
         needs_sandbox = protocol is None or protocol.needs_sandbox
+        # the served model's files the run reads: the template a request with these tools uses, the tokenizer
+        files = self.plan.model_files.assets(self._tools()) if self.plan.model_files else []
         made.started = True
         self.emit(
             ev.ThreadStarted(
@@ -370,7 +352,7 @@ class Session:
                 task_name=task.name if task else "",
                 task=task.instruction if task else "",
                 workdir=protocol.working_directory(sandbox) if protocol and sandbox else "",
-                assets=[ev.AssetInfo(**vars(a)) for a in [*(protocol.assets() if protocol else []), *self._files()]],
+                assets=[ev.AssetInfo(**vars(a)) for a in [*(protocol.assets() if protocol else []), *files]],
                 exact=s.exact,
                 wire=s.wire,
                 prompt=self.plan.model_files.sends if s.text_wire and self.plan.model_files else "",
@@ -388,30 +370,19 @@ class Session:
             )
         )
 
-    def _served(self) -> list[str]:
+    def _served(self) -> list[ev.Error]:
         """On a text wire, what the server says it serves (for thread.started), and how it differs from
         --tokenizer's files: the warnings to give."""
-        files = self.plan.model_files
-        if files is None or not self.settings.text_wire:
+        if self.plan.model_files is None or not self.settings.text_wire:
             return []
-        from oc_repl.client.served import differences, served_model
+        from oc_repl.client.served import TOKENIZER_HINT, served_warnings
 
-        served = served_model(self.client.get_json, self.client.api_base, self.client.model)
-        if served is None:
-            return []
-        self._thread.served = served.said()
-        protocol = self._thread.protocol
-        tools = (protocol.request().options.get("tools") or None) if protocol is not None else None
-        return [f"{served.said()}: {difference}" for difference in differences(served, files, tools)]
+        self._thread.served, warnings = served_warnings(self.client, self.plan.model_files, self._tools())
+        return [ev.Error(kind="warning", message=warning, hint=TOKENIZER_HINT) for warning in warnings]
 
-    def _files(self) -> list[Any]:
-        """The served model's files the run reads (its template, its tokenizer), as assets."""
-        files = self.plan.model_files
-        if files is None:
-            return []
+    def _tools(self) -> list[Any] | None:
         protocol = self._thread.protocol
-        tools = protocol.request().options.get("tools") if protocol is not None else None
-        return files.assets(tools or None)  # the template a request with these tools is rendered with
+        return (protocol.request().options.get("tools") or None) if protocol is not None else None
 
     def _completed(self, status: Status, outcome: Outcome, kept: str, calls_before: tuple[int, int]) -> None:
         self.emit(

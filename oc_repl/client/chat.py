@@ -351,3 +351,23 @@ def _status_error(response: Any, httpx: Any) -> StatusError:
     headers = response.headers
     wait = retry_after(headers.get("retry-after"))
     return StatusError(response.status_code, body, server_message(body, text), wait, headers.get("location", ""))
+
+
+def run_client(settings: Any, files: Any, on_retry: OnRetry | None = None) -> ChatClient:
+    """The client of a run's settings (oc_repl.config.RunSettings). On a text wire it makes the prompts itself with
+    the served model's files (oc_repl.client.model_files.ModelFiles), camel's with the harness's middle cut of a long
+    prompt, as trained."""
+    prompts = None
+    if settings.text_wire and files is not None:
+        prompts = TextPrompts(settings.wire, files, cut=settings.protocol_kind() == "camel")
+    return ChatClient(
+        settings.api_base,
+        settings.api_key,
+        settings.model,
+        stream=settings.stream,
+        retries=settings.retries,
+        idle_timeout=settings.idle_timeout,
+        request_timeout=settings.request_timeout,
+        on_retry=on_retry,
+        prompts=prompts,
+    )

@@ -16,6 +16,8 @@ from typing import Any
 
 from oc_repl.client.api_base import server_root
 
+TOKENIZER_HINT = "Point --tokenizer at the folder the server loaded: the prompt is rendered with its template."
+
 
 @dataclass(frozen=True)
 class Served:
@@ -61,3 +63,12 @@ def differences(served: Served, files: Any, tools: list[Any] | None = None) -> l
     if served.model and PurePath(served.model.rstrip("/")).name != folder.resolve().name:
         found.append(f"the server serves {served.model}, and --tokenizer names {folder}")
     return found
+
+
+def served_warnings(client: Any, files: Any, tools: list[Any] | None) -> tuple[str, list[str]]:
+    """What the server of `client` (a ChatClient) says it serves ("" when it tells nothing), and how that differs
+    from `--tokenizer`'s files: the warnings a run gives."""
+    served = served_model(client.get_json, client.api_base, client.model)
+    if served is None:
+        return "", []
+    return served.said(), [f"{served.said()}: {difference}" for difference in differences(served, files, tools)]
