@@ -158,3 +158,5 @@ class Deviations:
 
 
 DEFAULTS = Deviations()  # oc-repl's own behaviour, for a protocol built without a run's settings
+# What a wire (or a missing tokenizer) cannot give: none of them puts oc-repl's own words in a prompt.
+WIRE_ROWS = frozenset({"server_renders_tools", "calls_may_be_constrained", "prompt_not_cut", "results_not_token_cut"})

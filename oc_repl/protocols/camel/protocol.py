@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from oc_repl import training
-from oc_repl.deviations import DEFAULTS, Deviations
+from oc_repl.deviations import DEFAULTS, WIRE_ROWS, Deviations
 from oc_repl.errors import ParseErrorLimit, UsageError
 from oc_repl.events import CommandExecution, FileChange, FileUpdate, ItemCompleted, ItemStarted, ParseError, new_id
 from oc_repl.protocols import load_asset
@@ -182,9 +182,10 @@ class CamelProtocol(AgentProtocol):
         found = [self._system_asset, self._tools_asset, self.toolkit.asset, self.agent.asset]
         if self.chat_agent is not None:
             found.append(self.chat_agent.asset)
-        # The notices are the words of the deviations; with none in force (--exact) what is left of them (a person's
-        # refusal, the docker daemon's word on a missing directory) has no upstream copy to be checked against.
-        if self.deviations.names():
+        # The notices are the words of the deviations; with none in force (--exact, whatever the wire leaves) what is
+        # left of them (a person's refusal, the docker daemon's word on a missing directory) has no upstream copy to
+        # be checked against.
+        if set(self.deviations.names()) - WIRE_ROWS:
             found.append(self.notices.asset)
         return [copy.copy(asset) for asset in found if asset is not None]
 

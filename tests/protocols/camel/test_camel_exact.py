@@ -134,6 +134,7 @@ def oc_repl_side(client: Any, serve: Any, tmp: Path, monkeypatch: pytest.MonkeyP
         try:
             transcript = tmp / f"{index}.jsonl"
             args = ["run", "--api-base", server.url, "--sandbox", f"docker:{container.name}", "--exact", "--yes"]
+            args += ["--wire", "chat"]  # the tool results are compared here, the prompt's tokens elsewhere
             sigterm = signal.getsignal(signal.SIGTERM)  # `run` installs its own handler; this process keeps its own
             try:
                 result = CliRunner().invoke(main, [*args, "--transcript", str(transcript), "do it"])
