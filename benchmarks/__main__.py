@@ -55,6 +55,7 @@ BENCHES = [
     Bench("terminus_wait", "terminus_wait.py", quick=("--commands", "3"), needs=("tmux",)),
     Bench("pty_render", "pty_render.py", quick=("--megabytes", "0.3")),
     Bench("tokenize_cost", "tokenize_cost.py", quick=("--runs", "3", "--tokens", "4000")),
+    Bench("wire_overhead", "wire_overhead.py", quick=("--turns", "5", "--tokens", "4000")),
     Bench(
         "terminus_docker",
         "terminus_wait.py",

@@ -92,7 +92,8 @@ class Agent:
     def _ask(self, turn: int) -> Reply:
         request = self.protocol.request()
         options = {**self.sampling, **request.options}
-        self.emit(ev.RequestSent(turn=turn, request={"messages": request.messages, **options}))
+        prepared = self.client.prepare(request.messages, options)
+        self.emit(ev.RequestSent(turn=turn, request={"messages": request.messages, **options}, body=prepared.record()))
         text_id, think_id = ev.new_id(), ev.new_id()
 
         streamed: set[str] = set()
@@ -102,7 +103,7 @@ class Agent:
             streamed.add(item_id)
             self.emit(ev.ItemUpdated(item=ev.ItemRef(id=item_id, type=item_type), delta=text))
 
-        reply = self.client.complete(request.messages, options, on_delta=on_delta)
+        reply = self.client.complete(request.messages, options, on_delta=on_delta, prepared=prepared)
         self.emit(ev.ResponseReceived(turn=turn, raw=reply.raw))
         if reply.reasoning:
             self.emit(ev.ItemCompleted(item=ev.Reasoning(id=think_id, text=reply.reasoning)))

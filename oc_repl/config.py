@@ -19,9 +19,11 @@ from typing import Any
 
 from oc_repl.apikey import KEY_ENV, read_key_file
 from oc_repl.errors import UsageError
-from oc_repl.training import CAMEL_TRAINING_TURNS, SAMPLING_PRESETS
+from oc_repl.training import SAMPLING_PRESETS
 
 DEFAULT_API_BASE = "http://127.0.0.1:30000/v1"  # sglang's default port
+WIRES = ("chat", "completions", "generate")
+TEXT_WIRES = ("completions", "generate")  # the prompt rendered (and tokenized) by oc-repl
 
 # Where a setting is taken.
 FLAG = "flag"  # `oc-repl run`, the shell (and before a subcommand), `bench`
@@ -45,9 +47,9 @@ def setting(
     secret: bool = False,
     **bounds: float,
 ) -> Any:
-    """One row of the table. `flags`: the flag's names when not `--the-name`; `path`: "file", "existing file" or
-    "existing dir", as a flag checks it; `shown`: the default in words, for a None that means something; `secret`:
-    kept out of reprs, and a warning when it is typed; `bounds`: ge, gt, le."""
+    """One row of the table. `flags`: the flag's names when not `--the-name`; `path`: "file", "existing file",
+    "existing dir" or "existing path" (either), as a flag checks it; `shown`: the default in words, for a None that
+    means something; `secret`: kept out of reprs, and a warning when it is typed; `bounds`: ge, gt, le."""
     rules = {"help": help, "on": frozenset(on), "env": env, "choices": choices, "flags": flags, "path": path}
     rules.update(shown=shown, secret=secret, bounds=bounds)
     return field(default=default, repr=not secret, metadata=rules)
@@ -159,6 +161,24 @@ class RunSettings:
     max_tokens: int | None = setting(
         None, "Overrides the preset's max new tokens", *EVERYWHERE, shown="the preset's", ge=1
     )
+    wire: str = setting(
+        "chat",
+        "How prompts reach the server: chat (/v1/chat/completions, the server renders), completions (/v1/completions) "
+        "or generate (sglang's /generate), both rendered by oc-repl with --tokenizer's chat template",
+        *EVERYWHERE,
+        DOCTOR,
+        choices=WIRES,
+        shown="chat; generate under --exact for camel",
+    )
+    tokenizer: Path | None = setting(
+        None,
+        "The served model's folder (or its tokenizer.json, tokenizer_config.json or chat_template.jinja): its chat "
+        "template and tokenizer, for the completions and generate wires",
+        *EVERYWHERE,
+        DOCTOR,
+        path="existing path",
+        shown="none",
+    )
     stream: bool = setting(True, "Stream replies", *EVERYWHERE)
     retries: int = setting(3, "Retries for server faults", *EVERYWHERE, ge=0)
     idle_timeout: float = setting(120.0, "Seconds a stream may stall before it is retried", *EVERYWHERE, gt=0)
@@ -213,27 +233,15 @@ class RunSettings:
         return dataclasses.replace(self, **changes)
 
     def with_exact(self) -> RunSettings:
-        """The settings `--exact` runs with: every documented deviation from upstream turned off.
+        """The settings `--exact` runs with (oc_repl/exact.py)."""
+        from oc_repl.exact import exact_settings
 
-        A deviation the user asked for by name (a flag, the environment or the config file) conflicts with `--exact`
-        and is refused rather than silently dropped or silently kept.
-        """
-        if not self.exact:
-            return self
-        wanted = dict(EXACT)
-        if self.protocol_kind() == "camel" and "max_turns" not in self.given:
-            wanted["max_turns"] = CAMEL_TRAINING_TURNS
-        conflicts = [
-            f"{OPTIONS[key].flag} {getattr(self, key)}"
-            for key, value in {**wanted, **EXACT_FORBIDS}.items()
-            if key in self.given and getattr(self, key) != value and getattr(self, key) is not None
-        ]
-        if conflicts:
-            raise UsageError(
-                f"--exact runs exactly as upstream, which rules out {', '.join(conflicts)}",
-                hint="drop those options, or drop --exact",
-            )
-        return self.replace(**wanted)
+        return exact_settings(self, lambda name: OPTIONS[name].flag) if self.exact else self
+
+    @property
+    def text_wire(self) -> bool:
+        """The prompt is rendered by oc-repl (and tokenized, when the tokenizer has a tokenizer.json)."""
+        return self.wire in TEXT_WIRES
 
     def protocol_kind(self) -> str:
         from oc_repl.protocols import manifests
@@ -247,19 +255,6 @@ class RunSettings:
             if getattr(self, key) is not None:
                 chosen[key] = getattr(self, key)
         return chosen
-
-
-# What `--exact` sets: no observation cap, upstream's relative paths, the training sampling and history, upstream's
-# sleeps, no loop detection (upstream has none). Sampling overrides would change the preset, so they are refused.
-EXACT: dict[str, Any] = {
-    "observation_limit": 0,
-    "relative_paths": "root",
-    "sampling": "training",
-    "history": "training",
-    "wait": "exact",
-    "loop_limit": 0,
-}
-EXACT_FORBIDS: dict[str, Any] = {"temperature": None, "top_p": None, "max_tokens": None}
 
 
 @dataclass(frozen=True)
@@ -380,4 +375,6 @@ def validate(values: dict[str, Any]) -> RunSettings:
             raise UsageError(f"cannot read the verify file {settings.verify_file}: {exc.strerror}") from exc
         if empty:
             raise UsageError(f"the verify file {settings.verify_file} is empty: it would pass whatever happened")
-    return settings.with_exact()
+    from oc_repl.exact import check_wire
+
+    return check_wire(settings.with_exact())

@@ -52,6 +52,10 @@ def _row(
     return field(default=default, metadata={"row": Row(text, kinds, options, kept)})
 
 
+def _chat_wire(s: RunSettings) -> bool:
+    return s.wire == "chat"
+
+
 def _own_sampling(s: RunSettings) -> bool:
     return s.sampling_options() != SAMPLING_PRESETS["training"]
 
@@ -106,6 +110,28 @@ class Deviations:
     ended_session_answered_at_once: bool = _row("camel: input to a session that ends is answered at once", CAMEL)
     unreadable_calls_named: bool = _row("camel: every unreadable `<tool_call>` block is named", CAMEL)
     cut_reply_noticed: bool = _row("camel: a reply cut by the token limit gets a notice", CAMEL)
+    # What the chat wire cannot give: the server, not oc-repl, renders the prompt and decodes the calls.
+    server_renders_tools: bool = _row(
+        "camel on the chat wire: the server renders the prompt, and sglang rewrites the tools (their `function` "
+        "wrapper dropped, keys reordered)",
+        CAMEL,
+        kept=_chat_wire,
+    )
+    calls_may_be_constrained: bool = _row(
+        "camel on the chat wire: a server with a tool-call parser may constrain how calls are decoded", CAMEL,
+        kept=_chat_wire,
+    )  # fmt: skip
+    prompt_not_cut: bool = _row(
+        "camel: a prompt over 8192 tokens is refused by the server as an overflow, not cut in the middle",
+        CAMEL,
+        kept=lambda s: s.wire == "chat" or s.tokenizer is None,
+    )
+    results_not_token_cut: bool = _row(
+        "camel without a tokenizer: a tool result over 16 384 tokens is sent whole",
+        CAMEL,
+        kept=lambda s: s.tokenizer is None and s.observation_limit == 0,
+        default=False,
+    )
 
     @classmethod
     def rows(cls) -> dict[str, Row]:
@@ -132,3 +158,5 @@ class Deviations:
 
 
 DEFAULTS = Deviations()  # oc-repl's own behaviour, for a protocol built without a run's settings
+# What a wire (or a missing tokenizer) cannot give: none of them puts oc-repl's own words in a prompt.
+WIRE_ROWS = frozenset({"server_renders_tools", "calls_may_be_constrained", "prompt_not_cut", "results_not_token_cut"})

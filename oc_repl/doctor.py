@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Literal, NoReturn
 
 from oc_repl.errors import ContextOverflow, ServerError
@@ -88,10 +89,17 @@ class _Stop(Exception):
 
 
 def diagnose(
-    api_base: str, api_key: str, model: str | None = None, timeout: float = 120.0, transport: Any = None
+    api_base: str,
+    api_key: str,
+    model: str | None = None,
+    timeout: float = 120.0,
+    transport: Any = None,
+    wire: str = "chat",
+    tokenizer: Path | None = None,
 ) -> Report:
-    """`transport` (an httpx transport) serves the plain GET probes; chats always go through ChatClient."""
-    return Doctor(api_base, api_key, model, timeout, transport).run()
+    """`transport` (an httpx transport) serves the plain GET probes; chats always go through ChatClient. `wire` and
+    `tokenizer`: the run's, for the wire checks (doctor_wires.py)."""
+    return Doctor(api_base, api_key, model, timeout, transport).run(wire, tokenizer)
 
 
 class Doctor:
@@ -107,10 +115,13 @@ class Doctor:
         self.entries: list[dict[str, Any]] = []
         self.replies: list[Reply] = []
 
-    def run(self) -> Report:
+    def run(self, wire: str = "chat", tokenizer: Path | None = None) -> Report:
+        from oc_repl.doctor_wires import wire_checks
+
         try:
             for probe in (self.server, self.chat, self.tool_calls, self.reasoning, self.context, self.speed):
                 self.report.checks.append(probe())
+            self.report.checks += [Check(*found) for found in wire_checks(self, wire, tokenizer)]
         except _Stop:
             self.report.blocking = True
         finally:

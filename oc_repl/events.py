@@ -174,6 +174,8 @@ class ThreadStarted(Record):
     task: str = ""  # the instruction given
     workdir: str = ""  # where the model's commands start
     exact: bool = False
+    wire: str = "chat"  # chat | completions | generate
+    prompt: str = ""  # what a text wire sends: "token ids", or "text" (no tokenizer); "" on the chat wire
     deviations: list[str] = field(default_factory=list)  # the names of those in force (oc_repl/deviations.py)
     assets: list[AssetInfo] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)
@@ -193,13 +195,16 @@ class TurnStarted(Record):
 
 @event
 class RequestSent(Record):
-    """The chat request of a turn, as sent (the API key is never in it)."""
+    """The request of a turn (the API key is never in it): the protocol's messages and options, and `body`, what
+    went on the wire: `{"wire", "route", "json": the body posted, "prompt_tokens", "cut"}` (on the chat wire the
+    body's messages are left out when they are the request's own)."""
 
     type: Literal["request.sent"] = "request.sent"
     ts: float = field(default_factory=_now)
     turn: int
     attempt: int = 1
     request: dict[str, Any]
+    body: dict[str, Any] = field(default_factory=dict)
 
 
 @event
@@ -365,6 +370,7 @@ def _plain(value: Any) -> Any:
 
 # Line breaks to Python's str.splitlines (and to JavaScript, for U+2028/9) that JSON leaves unescaped: written as \u
 # escapes, a transcript stays one event per line for every reader. They can only occur inside JSON strings.
+_BREAKS = "\x85\u2028\u2029"
 _LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
@@ -381,7 +387,8 @@ def json_text(data: Any) -> str:
         line.encode("utf-8")
     except UnicodeEncodeError:
         line = json.dumps(data, separators=(",", ":"))
-    return line.translate(_LINE_BREAKS)
+    # translate() to longer replacements is slow on a long line (a request of 16k token ids): most have none of them
+    return line.translate(_LINE_BREAKS) if any(c in line for c in _BREAKS) else line
 
 
 _adapter: Any = None

@@ -6,7 +6,8 @@ Format `openai-chat` (one JSON line per episode):
      "messages": [...the last request's messages..., the model's last reply],   # the usual SFT shape
      "tools": [...the tools of the last request...],                            # absent when there were none
      "turns": [{"messages": [...], "tools": [...], "options": {sampling, tool_choice, ...},
-                "reply": {assistant message as received}, "finish_reason": "stop"}, ...],
+                "reply": {assistant message as received}, "finish_reason": "stop",
+                "prompt_ids": [...], "output_ids": [...]}, ...],     # the ids: text wires, where recorded
      "metadata": {"task_name", "task", "protocol", "model", "thread_id", "attempt", "status", "verified",
                   "reward", "tests_passed", "tests_total", "transcript", and for a bench trial "bench": {...}}}
 `turns` is the exact record of every request; in camel's `training` history, which drops the model's earlier replies
@@ -29,7 +30,13 @@ FORMAT = "oc-repl/openai-chat/1"
 
 def _reply_message(raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """The assistant message as the server sent it (streamed replies: as accumulated), and its finish reason; a
-    ValueError for a reply of another shape."""
+    ValueError for a reply of another shape. A text wire's reply is the generated text, as the model wrote it."""
+    text = _generated_text(raw)
+    if text is not None:
+        finish = raw.get("finish_reason") or (raw.get("meta_info") or {}).get("finish_reason") or ""
+        if isinstance(finish, dict):
+            finish = finish.get("type") or ""
+        return {"role": "assistant", "content": text}, str(finish)
     if "message" in raw:
         message, finish = raw.get("message") or {}, raw.get("finish_reason") or ""
     else:
@@ -43,13 +50,38 @@ def _reply_message(raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
     return dict(message), str(finish)
 
 
-def _turn(request: dict[str, Any], raw: dict[str, Any]) -> dict[str, Any]:
+def _generated_text(raw: dict[str, Any]) -> str | None:
+    """The text of a completions or generate reply (unstreamed, or as the client folded its stream); None for a chat
+    reply."""
+    if isinstance(raw.get("text"), str) and "message" not in raw:
+        return raw["text"]
+    choices = raw.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict) and "text" in choices[0]:
+        return str(choices[0]["text"] or "")
+    return None
+
+
+def _token_ids(body: dict[str, Any], raw: dict[str, Any]) -> dict[str, list[int]]:
+    """The ids of a text wire's turn, where the record has them: the prompt as posted, the reply as generated."""
+    posted = body.get("json") if isinstance(body, dict) else None
+    found: dict[str, list[int]] = {}
+    prompt = (posted or {}).get("input_ids", (posted or {}).get("prompt"))
+    if isinstance(prompt, list) and all(isinstance(i, int) for i in prompt):
+        found["prompt_ids"] = prompt
+    output = raw.get("output_ids")
+    if isinstance(output, list) and all(isinstance(i, int) for i in output):
+        found["output_ids"] = output
+    return found
+
+
+def _turn(request: dict[str, Any], raw: dict[str, Any], body: dict[str, Any] | None = None) -> dict[str, Any]:
     options = dict(request)
     messages, tools = options.pop("messages", []), options.pop("tools", None)
     if not isinstance(messages, list) or not isinstance(tools, list | None):
         raise ValueError("a request whose messages or tools are not lists")
     reply, finish = _reply_message(raw)
-    return {"messages": messages, "tools": tools, "options": options, "reply": reply, "finish_reason": finish}
+    turn = {"messages": messages, "tools": tools, "options": options, "reply": reply, "finish_reason": finish}
+    return {**turn, **_token_ids(body or {}, raw)}
 
 
 def _episode(started: Any, turns: list[dict[str, Any]], end: Any, verify: Any) -> dict:
@@ -84,6 +116,7 @@ def episodes(transcript: Path) -> Iterator[dict[str, Any]]:
     started: Any = None
     turns: list[dict[str, Any]] = []
     pending: dict[str, Any] | None = None
+    body: dict[str, Any] = {}
     verify: Any = None
     for number, event in numbered_events(transcript):
         if isinstance(event, BadInput):
@@ -96,10 +129,10 @@ def episodes(transcript: Path) -> Iterator[dict[str, Any]]:
                 yield _episode(started, turns, None, verify)
             started, turns, pending, verify = event, [], None, None
         elif kind == "request.sent":
-            pending = event.request  # a retry replaces the request it repeats
+            pending, body = event.request, event.body  # a retry replaces the request it repeats
         elif kind == "response.received" and pending is not None:
             try:
-                turns.append(_turn(pending, event.raw))
+                turns.append(_turn(pending, event.raw, body))
             except ValueError as exc:
                 raise BadInput(transcript, str(exc), number) from None
             pending = None

@@ -3,8 +3,9 @@
 `plan(settings, instruction)` decides everything a run is made of before anything starts: the task as the model gets
 it (the instruction, or a task directory's), where its sandboxes come from (`Sandboxes`: a driver with the options it
 reads from the settings, a task's own network, limits and container lifetime over them, and the consent a sandbox on
-this host needs), the verifier, the agent's time and the number of attempts. This is the one place that constructs a
-run's sandboxes, chooses its verifier and reads its task directory.
+this host needs), the verifier, the agent's time, the number of attempts and the served model's files
+(`--tokenizer`). This is the one place that constructs a run's sandboxes, chooses its verifier and reads its task
+directory.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from oc_repl.errors import ConfinementUnavailable, SandboxError, UsageError
 from oc_repl.types import Consent, Sandbox, Task
 
 if TYPE_CHECKING:
+    from oc_repl.client.model_files import ModelFiles
     from oc_repl.tasks.model import TaskDir
     from oc_repl.tasks.verify import Verifier
 
@@ -33,6 +35,7 @@ class RunPlan:
     agent_timeout: float | None = None  # seconds: --timeout, or a task's own agent timeout, whichever is shorter
     attempts: int = 1
     harness_judges: bool = False  # a verifier outside oc-repl (Harbor's) judges the sandbox once the run ends
+    model_files: ModelFiles | None = None  # --tokenizer's chat template and tokenizer
 
     def task_for(self, instruction: str | None) -> Task:
         """The planned task, or (the shell) one made of the message."""
@@ -52,6 +55,21 @@ def plan(
     `sandbox`: the one sandbox a harness gives (Harbor's environment), judged by the harness's own verifier.
     UsageError when the settings do not make a run."""
     check_attempts(settings, attempts)
+    planned = _planned(settings, instruction, attempts, sandbox)
+    planned.model_files = model_files_for(settings)
+    return planned
+
+
+def model_files_for(settings: RunSettings) -> ModelFiles | None:
+    """The served model's files a run renders and counts with; under --exact camel needs the tokenizer itself."""
+    if settings.tokenizer is None:
+        return None
+    from oc_repl.client.model_files import load_model_files
+
+    return load_model_files(settings.tokenizer, need_tokenizer=settings.exact and settings.protocol_kind() == "camel")
+
+
+def _planned(settings: RunSettings, instruction: str | None, attempts: int, sandbox: Sandbox | None) -> RunPlan:
     if settings.task is not None:
         return _task_plan(settings, instruction, attempts)
     return RunPlan(

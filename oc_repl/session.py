@@ -106,6 +106,7 @@ class _Thread:
     protocol: AgentProtocol | None = None
     sandbox: Sandbox | None = None
     model: str = ""
+    served: str = ""  # what the server says it serves (the text wires)
     started: bool = False
 
 
@@ -124,21 +125,11 @@ class Session:
         transcript: str = "",  # named in thread.completed, when the caller keeps one
         attempt: int = 1,  # named in thread.started and thread.completed (`run --attempts N`)
     ) -> None:
-        from oc_repl.client.chat import ChatClient
+        from oc_repl.client.chat import run_client
 
-        settings = plan.settings
         self.plan, self.emit, self.approve, self.consent = plan, emit, approve, consent
         self.transcript, self.attempt = transcript, attempt
-        self.client = ChatClient(
-            settings.api_base,
-            settings.api_key,
-            settings.model,
-            stream=settings.stream,
-            retries=settings.retries,
-            idle_timeout=settings.idle_timeout,
-            request_timeout=settings.request_timeout,
-            on_retry=self._on_retry,
-        )
+        self.client = run_client(plan.settings, plan.model_files, self._on_retry)
         self.protocol: AgentProtocol | None = None
         self.sandbox: Sandbox | None = None
         self.thread_id = uuid.uuid4().hex[:12]
@@ -196,13 +187,14 @@ class Session:
             from oc_repl import protocols
             from oc_repl.deviations import Deviations
 
-            s = self.settings
+            s, tok = self.settings, self.plan.model_files.tokenizer if self.plan.model_files else None
             self.protocol = protocols.create(
                 s.protocol,
                 Deviations.from_settings(s),
                 history=s.history,
                 observation_limit=s.observation_limit,
                 system=s.system,
+                count_tokens=tok.count if tok is not None else None,
             )
             if s.exact:
                 protocols.require_upstream(s.protocol, self.protocol.assets())
@@ -273,7 +265,10 @@ class Session:
         if sandbox is not None and judged and (self.probe is None or self.probe.sandbox is not sandbox):
             self.probe = self._baseline(sandbox)
         made.model = self.client.resolve_model()
+        warnings = self._served()
         self._say_started(sandbox.isolation() if sandbox is not None else ev.Isolation())
+        for warning in warnings:
+            self.emit(warning)
         agent = Agent(
             self.client,
             protocol,
@@ -344,6 +339,8 @@ class Session:
         s, made = self.settings, self._thread
         task, protocol, sandbox = made.task, made.protocol, made.sandbox
         needs_sandbox = protocol is None or protocol.needs_sandbox
+        # the served model's files the run reads: the template a request with these tools uses, the tokenizer
+        files = self.plan.model_files.assets(self._tools()) if self.plan.model_files else []
         made.started = True
         self.emit(
             ev.ThreadStarted(
@@ -355,8 +352,10 @@ class Session:
                 task_name=task.name if task else "",
                 task=task.instruction if task else "",
                 workdir=protocol.working_directory(sandbox) if protocol and sandbox else "",
-                assets=[ev.AssetInfo(**vars(a)) for a in protocol.assets()] if protocol else [],
+                assets=[ev.AssetInfo(**vars(a)) for a in [*(protocol.assets() if protocol else []), *files]],
                 exact=s.exact,
+                wire=s.wire,
+                prompt=self.plan.model_files.sends if s.text_wire and self.plan.model_files else "",
                 deviations=Deviations.from_settings(s).names(),
                 options={
                     "sampling": s.sampling_options(),
@@ -364,11 +363,26 @@ class Session:
                     "stream": s.stream,
                     "max_turns": s.max_turns,
                     "follow_up": self.tasks_run > 0,
+                    **({"served": made.served} if made.served else {}),
                 },
                 attempt=self.attempt,
                 isolation=isolation,
             )
         )
+
+    def _served(self) -> list[ev.Error]:
+        """On a text wire, what the server says it serves (for thread.started), and how it differs from
+        --tokenizer's files: the warnings to give."""
+        if self.plan.model_files is None or not self.settings.text_wire:
+            return []
+        from oc_repl.client.served import TOKENIZER_HINT, served_warnings
+
+        self._thread.served, warnings = served_warnings(self.client, self.plan.model_files, self._tools())
+        return [ev.Error(kind="warning", message=warning, hint=TOKENIZER_HINT) for warning in warnings]
+
+    def _tools(self) -> list[Any] | None:
+        protocol = self._thread.protocol
+        return (protocol.request().options.get("tools") or None) if protocol is not None else None
 
     def _completed(self, status: Status, outcome: Outcome, kept: str, calls_before: tuple[int, int]) -> None:
         self.emit(

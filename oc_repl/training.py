@@ -22,9 +22,11 @@ from collections.abc import Callable
 from typing import Any
 
 # `--sampling training` brings RL's sampling back in one flag; `default` is Qwen3's advice for non-thinking use.
+# `training` sends top_k on every wire: a server fills a missing one from the model's generation_config.json (Qwen3:
+# 20), and training sampled from the whole vocabulary.
 SAMPLING_PRESETS: dict[str, dict[str, float | int]] = {
     "default": {"temperature": 0.7, "top_p": 0.8, "max_tokens": 4096},
-    "training": {"temperature": 1.0, "top_p": 1.0, "max_tokens": 8192},
+    "training": {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_tokens": 8192},
 }
 CAMEL_TRAINING_TURNS = 10  # the episode length the checkpoint was trained with
 
@@ -33,6 +35,12 @@ CONTEXT_LENGTH = 16384  # --rollout-max-context-len
 MAX_NEW_TOKENS = 8192  # --rollout-max-response-len
 KEEP_HEAD_RATIO = 0.3
 OMITTED_MARKER = "\n[OMITTED MIDDLE]\n"
+
+# camel's ChatAgent (0.2.90 `_truncate_tool_result`), as the harness built it (`token_limit=max_total_tokens`, the
+# default `summarize_threshold` of 50): a tool result of more tokens than half the limit keeps its first
+# 3 * (limit - 100) characters, after a notice (chat_agent.toml). Tokens counted with the model's tokenizer.
+CAMEL_TOKEN_LIMIT = MAX_TOTAL_TOKENS
+CAMEL_SUMMARIZE_THRESHOLD = 50
 
 
 def max_input_tokens(
@@ -57,6 +65,21 @@ def middle_cut(ids: list[int], marker_ids: list[int], budget: int | None = None)
 def marker_ids(encode: Callable[[str], list[int]]) -> list[int]:
     """The marker's ids, as the harness made them (`tokenizer.encode(marker, add_special_tokens=False)`)."""
     return encode(OMITTED_MARKER)
+
+
+def camel_result_budget(token_limit: int = CAMEL_TOKEN_LIMIT, threshold: int = CAMEL_SUMMARIZE_THRESHOLD) -> int:
+    """The most tokens of a tool result camel passed on whole (16384 in training)."""
+    return int(token_limit * min(0.9, threshold / 100))
+
+
+def camel_result_cut(text: str, count: Callable[[str], int], notice: Callable[[int, int], str]) -> str:
+    """A tool result as camel recorded it: whole within the budget, else the notice (told the count and the budget)
+    and the result's first 3 characters for each token of the budget less 100 (at least 100)."""
+    budget = camel_result_budget()
+    tokens = count(text)
+    if tokens <= budget:
+        return text
+    return notice(tokens, budget) + text[: max(budget - 100, 100) * 3]
 
 
 def sampling_params(max_new_tokens: int = MAX_NEW_TOKENS) -> dict[str, Any]:

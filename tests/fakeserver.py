@@ -13,9 +13,10 @@ stream_error, stall, keepalive / empty_deltas (a stall of that many seconds that
 comments / chunks with empty deltas; unstreamed, keepalive sends spaces before the body), disconnect,
 reset (the socket is reset mid-stream), drop_stream (200, then the socket closes with no data), usage
 (fields to override), omit_usage, raw_stream / raw_body (chunks / a body sent exactly as given; bytes go
-out byte for byte), delay. The script's `models_body` replaces the answer to GET /models; with `require_key` every
-request without that API key is answered 401 (the Authorization header is never recorded). Each recorded
-request carries `received` (the server's time.perf_counter() on arrival) and `client_port`.
+out byte for byte), delay. The script's `models_body` replaces the answer to GET /models (`model_info` and `props`
+answer sglang's GET /get_model_info and llama.cpp's GET /props); with `require_key` every request without that API
+key is answered 401 (the Authorization header is never recorded). Each recorded request carries `received` (the
+server's time.perf_counter() on arrival) and `client_port`.
 Run `python -m tests.fakeserver SCRIPT.json [--requests-log F] [--port-file F]` to serve until killed.
 
 Many conversations at once (bench trials, each its own process): `"routes": [ROUTE, ...]` picks the replies of a
@@ -134,6 +135,10 @@ class _Handler(BaseHTTPRequestHandler):
             model = fake.script.get("model", "qwen3-8b-oc")
             listed = {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "fake"}]}
             self._json(200, fake.script.get("models_body", listed))
+        elif self.path == "/get_model_info" and "model_info" in fake.script:  # sglang's
+            self._json(200, fake.script["model_info"])
+        elif self.path == "/props" and "props" in fake.script:  # llama.cpp's
+            self._json(200, fake.script["props"])
         else:
             self._json(404, _error_body(404, f"no route {self.path}"))
 

@@ -22,6 +22,7 @@ from tests.conftest import ROOT, read_jsonl, run_cli
 from tests.fakeserver import call_text
 from tests.protocols.camel import test_hostile_calls as hostile
 
+MODEL = Path("model")  # a tokenizer named: what --exact needs for camel (read only when a run starts)
 PROTOCOLS = ["camel-terminal-toolkit", "terminus-json", "terminus-xml", "raw"]
 # For each option of the table, a value that keeps its deviation on.
 KEEPING: dict[str, Any] = {
@@ -63,7 +64,8 @@ def test_every_row_of_the_readme_table_is_a_field_and_every_field_a_row():
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_exact_turns_every_deviation_off(protocol: str):
-    assert Deviations.from_settings(validate({"protocol": protocol, "exact": True})) == Deviations.none()
+    exact = validate({"protocol": protocol, "exact": True, "tokenizer": MODEL})
+    assert Deviations.from_settings(exact) == Deviations.none()
     assert Deviations.none().names() == []
 
 
@@ -80,18 +82,18 @@ def test_default_settings_keep_the_defaults_that_concern_the_protocol(protocol: 
 @pytest.mark.parametrize(("name", "row"), [(n, r) for n, r in Deviations.rows().items() if r.options])
 def test_a_row_with_an_option_follows_it(name: str, row):
     protocol = next(p for p in PROTOCOLS if row.concerns(kind_of(p)))
-    exact = validate({"protocol": protocol, "exact": True})
+    exact = validate({"protocol": protocol, "exact": True, "tokenizer": MODEL})
     upstream = validate({"protocol": protocol, **{option: getattr(exact, option) for option in row.options}})
     assert not getattr(Deviations.from_settings(upstream), name)  # --exact's values, without --exact
     for option in row.options:
         kept = validate({"protocol": protocol, option: KEEPING[option]})
         assert getattr(Deviations.from_settings(kept), name), option
         if option == "max_turns":  # a run's budget: --exact takes it, and the record says so
-            given = validate({"protocol": protocol, "exact": True, option: KEEPING[option]})
+            given = validate({"protocol": protocol, "exact": True, "tokenizer": MODEL, option: KEEPING[option]})
             assert Deviations.from_settings(given).names() == [name]
             continue
         with pytest.raises(UsageError, match="--exact runs exactly as upstream"):
-            validate({"protocol": protocol, "exact": True, option: KEEPING[option]})
+            validate({"protocol": protocol, "exact": True, "tokenizer": MODEL, option: KEEPING[option]})
 
 
 def test_create_hands_the_deviations_to_the_protocol():

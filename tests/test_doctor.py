@@ -39,7 +39,7 @@ def test_parser_on(serve, tmp_path):
     code, report = doctor_json(server, tmp_path)
     assert code == 0 and report["exit_code"] == 0
     by = checks(report)
-    server_checks = ["server", "chat", "tool calls", "reasoning", "context", "speed"]
+    server_checks = ["server", "chat", "tool calls", "reasoning", "context", "speed", "wires", "served model"]
     assert [c["name"] for c in report["checks"]] == [*server_checks, "local sandbox"]
     assert by["local sandbox"]["status"] == "ok"  # bubblewrap confines local: sandboxes on this machine
     assert by["server"]["status"] == "ok" and by["server"]["data"]["models"] == ["qwen3-8b-oc"]
@@ -208,3 +208,33 @@ def test_context_length(serve, routes, status, length):
         assert f"--context-length {TRAINING_CONTEXT}" in context["fix"]
     if length is None:
         assert "does not reveal" in context["finding"]
+
+
+def test_the_wires_that_answer_the_parser_and_the_wire_exact_will_use(serve, tmp_path):
+    pytest.importorskip("tokenizers", reason="the fake server's text routes need the tokenizers package")
+    from tests.tokenizer_support import model_dir
+
+    model = model_dir(tmp_path / "Qwen3-8B-OpenClaw-RL", "{{ messages[0].content }}")
+    script = {"flavour": "sglang", "tokenizer": str(model / "tokenizer.json"), "replies": [*PROBES, READY, READY]}
+    server = serve({**script, "model_info": {"model_path": "/models/Qwen3-8B-OpenClaw-RL"}})
+    code, report = doctor_json(server, tmp_path, "--tokenizer", str(model))
+    wires, served = checks(report)["wires"], checks(report)["served model"]
+    assert code == 0 and wires["status"] == "ok", wires
+    assert wires["data"] == {
+        "answers": {"chat": True, "completions": True, "generate": True},
+        "tool_parser": True,
+        "exact_wire": "generate",
+    }
+    assert "--exact will use the generate wire" in wires["finding"]
+    assert served["status"] == "ok" and "/models/Qwen3-8B-OpenClaw-RL" in served["finding"]
+    other = serve({**script, "model_info": {"model_path": "/models/Other-7B"}, "flavour": "noparser"})
+    code, report = doctor_json(other, tmp_path, "--tokenizer", str(model))
+    assert checks(report)["served model"]["status"] == "warn"
+    assert checks(report)["wires"]["data"]["tool_parser"] is False
+
+
+def test_a_server_without_generate_is_told_to_exact(serve, tmp_path):
+    code, report = doctor_json(serve({"flavour": "vllm", "replies": PROBES}), tmp_path)
+    wires = checks(report)["wires"]
+    assert code == 0 and wires["status"] == "warn" and wires["data"]["answers"]["generate"] is False
+    assert "--wire completions" in wires["fix"]

@@ -142,7 +142,8 @@ def child_settings(data: dict[str, Any], tmp_path: Path, monkeypatch, env: dict[
 
 @pytest.mark.parametrize("exact", [False, True], ids=["every-setting", "exact"])
 def test_a_child_run_rebuilds_the_settings_it_is_given_as_data(tmp_path, monkeypatch, exact):
-    settings = every_setting(tmp_path) if not exact else validate({"exact": True, "api_key": "sk-secret-key-01234"})
+    given = {"exact": True, "api_key": "sk-secret-key-01234", "tokenizer": tmp_path}
+    settings = every_setting(tmp_path) if not exact else validate(given)
     data = json.loads(json.dumps(to_data(settings)))
     assert settings.api_key not in json.dumps(data) and not set(KEY) & set(data)  # the key goes by environment
     assert set(data) == {o.name for o in OPTIONS.values() if getattr(settings, o.name) != o.default} - set(KEY)

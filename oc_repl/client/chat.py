@@ -24,7 +24,7 @@ from contextlib import closing
 from typing import Any
 
 from oc_repl.calls import bounded_json
-from oc_repl.client.api_base import check_api_base, unusable
+from oc_repl.client.api_base import check_api_base, server_root, unusable
 from oc_repl.client.failures import (
     Failure,
     Incomplete,
@@ -37,7 +37,8 @@ from oc_repl.client.failures import (
     retry_wait,
     server_message,
 )
-from oc_repl.client.stream import StreamReader, plain_reply, read_json
+from oc_repl.client.prompt import ROUTES, Prepared, TextPrompts
+from oc_repl.client.stream import StreamReader, plain_reply, read_json, read_payloads
 from oc_repl.client.wire import normalise_history
 from oc_repl.errors import ServerError, ServerUnreachable, UsageError
 from oc_repl.types import Reply
@@ -71,6 +72,7 @@ class ChatClient:
         request_timeout: float = 600.0,
         on_retry: OnRetry | None = None,
         backoff: float = 0.5,
+        prompts: TextPrompts | None = None,
     ) -> None:
         self.api_base = check_api_base(api_base)
         self._key = api_key or "EMPTY"
@@ -89,6 +91,8 @@ class ChatClient:
         self._streaming = stream
         self._memo: dict[str, str] = {}
         self._http: Any = None
+        self.prompts = prompts  # the completions or generate wire: the client renders the prompt itself
+        self.wire = prompts.wire if prompts is not None else "chat"
 
     def connect(self) -> None:
         """Import httpx and make the HTTP client; done by the first request, or earlier by a caller that has a wait
@@ -99,7 +103,8 @@ class ChatClient:
 
         self._httpx = httpx
         try:
-            self._chat_url = httpx.URL(self.api_base + "/chat/completions")
+            root = server_root(self.api_base) if self.wire == "generate" else self.api_base
+            self._chat_url = httpx.URL(root + ROUTES[self.wire])
             self._models_url = httpx.URL(self.api_base + "/models")
         except httpx.InvalidURL as exc:
             raise unusable(self.api_base, str(exc)) from exc
@@ -132,10 +137,25 @@ class ChatClient:
                 raise
         return self.model
 
+    def prepare(self, messages: list[dict[str, Any]], options: dict[str, Any]) -> Prepared:
+        """The request as it will go on the wire (what `request.sent` records), before it is sent."""
+        if self.prompts is None:
+            body = self._request_body(messages, options)
+            return Prepared("chat", body, messages_in_body=body["messages"] is not messages)
+        stream = bool(options.get("stream", self.stream))
+        return self.prompts.prepare(messages, options, self.model or self.resolve_model(), stream)
+
     def complete(
-        self, messages: list[dict[str, Any]], options: dict[str, Any], on_delta: OnDelta | None = None
+        self,
+        messages: list[dict[str, Any]],
+        options: dict[str, Any],
+        on_delta: OnDelta | None = None,
+        prepared: Prepared | None = None,
     ) -> Reply:
-        body = self.last_request = self._request_body(messages, options)
+        prepared = prepared or self.prepare(messages, options)
+        body = self.last_request = prepared.body
+        if self.prompts is not None:
+            return self._with_retries(lambda: self._text_reply(prepared, on_delta))
         wanted = bool(options.get("stream", self.stream))
         stream = self._streaming = wanted and (self.stream_tools or "tools" not in body)
         max_tokens = options.get("max_tokens") or options.get("max_completion_tokens")
@@ -152,6 +172,17 @@ class ChatClient:
         self.native_calls += native
         self.salvaged_calls += len(reply.tool_calls) - native
         return reply
+
+    def get_json(self, url: str) -> Any:
+        """A server's own route, read once and briefly (a server that tells nothing is no fault): JSON, or None."""
+        self.connect()
+        try:
+            with closing(self._http.send(self._http.build_request("GET", url, timeout=5.0), stream=True)) as response:
+                if response.status_code != 200:
+                    return None
+                return read_json(response.iter_bytes(), time.monotonic(), 5.0, url)
+        except (self._httpx.HTTPError, Incomplete, Malformed):
+            return None
 
     def close(self) -> None:
         if self._http is not None:
@@ -225,6 +256,30 @@ class ChatClient:
             raw = read_json(response.iter_bytes(), started, self.request_timeout, "the answer")
         return plain_reply(raw, max_tokens, started)
 
+    def _text_reply(self, prepared: Prepared, on_delta: OnDelta | None) -> Reply:
+        """One attempt on a text wire: the reply read from the generated text by the harness's rules."""
+        from oc_repl.client import text_wires
+
+        assert self.prompts is not None
+        started, eos = time.monotonic(), self.prompts.eos_texts
+        stream = self._streaming = bool(prepared.body.get("stream"))
+        timeout = self._stream_timeout if stream else self._plain_timeout
+        with closing(self._open("POST", self._chat_url, prepared.body, timeout)) as response:
+            if not stream:
+                raw = read_json(response.iter_bytes(), started, self.request_timeout, "the answer")
+                read = text_wires.generate_reply if self.wire == "generate" else text_wires.completions_reply
+                reply = read(raw, prepared.max_tokens, prepared.tools, eos)
+                reply.duration_s = time.monotonic() - started
+                return reply
+            kind = text_wires.GenerateStream if self.wire == "generate" else text_wires.CompletionsStream
+            folded = kind(on_delta, prepared.tools, eos, started)
+            try:
+                read_payloads(response.iter_bytes(), folded.take, self.idle_timeout, lambda: folded.done)
+            except self._httpx.TransportError:
+                if not folded.done:  # the reply was whole; only the response's tail broke
+                    raise
+        return folded.reply(prepared.max_tokens)
+
     def _plain_fallback(self, body: dict[str, Any], max_tokens: int | None) -> Reply:
         """The same request unstreamed; later requests with tools skip the stream attempt."""
         self.stream_tools = self._streaming = False
@@ -296,3 +351,23 @@ def _status_error(response: Any, httpx: Any) -> StatusError:
     headers = response.headers
     wait = retry_after(headers.get("retry-after"))
     return StatusError(response.status_code, body, server_message(body, text), wait, headers.get("location", ""))
+
+
+def run_client(settings: Any, files: Any, on_retry: OnRetry | None = None) -> ChatClient:
+    """The client of a run's settings (oc_repl.config.RunSettings). On a text wire it makes the prompts itself with
+    the served model's files (oc_repl.client.model_files.ModelFiles), camel's with the harness's middle cut of a long
+    prompt, as trained."""
+    prompts = None
+    if settings.text_wire and files is not None:
+        prompts = TextPrompts(settings.wire, files, cut=settings.protocol_kind() == "camel")
+    return ChatClient(
+        settings.api_base,
+        settings.api_key,
+        settings.model,
+        stream=settings.stream,
+        retries=settings.retries,
+        idle_timeout=settings.idle_timeout,
+        request_timeout=settings.request_timeout,
+        on_retry=on_retry,
+        prompts=prompts,
+    )

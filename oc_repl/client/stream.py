@@ -9,7 +9,7 @@ which is safe because no UTF-8 sequence contains a CR or LF byte.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from oc_repl.calls import TooDeep, bounded_json
@@ -126,6 +126,29 @@ class StreamReader:
         reply.raw = {"chunks": self.chunks, "message": message, "finish_reason": acc.finish_reason, "usage": acc.usage}
         reply.ttft_s, reply.duration_s = self.ttft, time.monotonic() - self._started
         return reply
+
+
+def read_payloads(
+    pieces: Iterable[bytes], take: Callable[[str], None], idle_timeout: float, done: Callable[[], bool]
+) -> None:
+    """A text wire's stream, its events' payloads handed to `take`: bounded in size, and ended (Stalled) when
+    idle_timeout seconds pass without an event while bytes still come; a text wire sends no keepalives."""
+    events, size, progress = Events(), 0, time.monotonic()
+    for piece in pieces:
+        size += len(piece)
+        if size > MAX_BODY:
+            raise Malformed(f"the stream grew past {MAX_BODY // 2**20} MiB")
+        payloads = events.feed(piece)
+        for payload in payloads:
+            take(payload)
+        if payloads:
+            progress = time.monotonic()
+        elif time.monotonic() - progress > idle_timeout:
+            if done():
+                return
+            raise Stalled
+    for payload in events.end():
+        take(payload)
 
 
 def plain_reply(raw: Any, max_tokens: int | None, started: float) -> Reply:

@@ -236,6 +236,7 @@ class TextStream:
         self.stop_was_string = False
         self.usage: dict[str, Any] | None = None
         self.done = False
+        self.output_ids: list[int] | None = None  # the reply's ids, when the server sends them
         self.started = time.monotonic() if started is None else started
         self.ttft: float | None = None
         self._router = ThinkRouter(on_delta) if on_delta else None
@@ -274,12 +275,15 @@ class TextStream:
             self._router.flush()
         reply = text_reply(text, self.finish, self.usage, max_tokens, self.tools, keep_unknown)
         reply.raw = {"chunks": self.chunks, "text": self.text, "finish_reason": self.finish, **reply.raw}
+        if self.output_ids is not None:
+            reply.raw["output_ids"] = self.output_ids
         reply.ttft_s, reply.duration_s = self.ttft, time.monotonic() - self.started
         return reply
 
 
 class GenerateStream(TextStream):
-    """sglang's streamed `/generate`, cumulative or incremental."""
+    """sglang's streamed `/generate`, cumulative or incremental. The events are kept as incremental ones (each with
+    its new text and ids only), so a long cumulative stream is not kept over and over; `output_ids` gathers the ids."""
 
     def _fold(self, chunk: dict[str, Any]) -> str:
         meta = _dict(chunk.get("meta_info"), "meta_info")
@@ -296,6 +300,11 @@ class GenerateStream(TextStream):
         else:  # a whole text that does not go on from the last one: it stands, though what was shown cannot go back
             self.text, delta = text, ""
         self.text += delta
+        if isinstance(ids, list):
+            known = self.output_ids or []
+            new_ids = ids[len(known) :] if cumulative else ids
+            self.output_ids = known + new_ids
+            self.chunks[-1] = {**chunk, "text": delta, "output_ids": new_ids}
         finish, matched = generate_finish(meta)
         if finish is not None:
             self.finish, self.stop_was_string = finish, isinstance(matched, str)

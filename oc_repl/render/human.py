@@ -28,6 +28,19 @@ def make_console(stderr: bool = True) -> Console:
     return console
 
 
+def wire_lines(e: Any) -> list[str]:
+    """What the header says of the wire: how the prompt goes, and under --exact what is still not as trained."""
+    lines = []
+    if e.wire != "chat":
+        template = next((a for a in e.assets if a.name == "chat_template"), None)
+        rendered = f" · template {template.sha256[:12]}" if template else ""
+        sent = "token ids" if e.prompt == "token ids" else "sending text: no tokenizer loaded, the server tokenizes"
+        lines.append(f"wire: {e.wire} · {sent}{rendered}")
+    if e.exact and e.deviations:
+        lines.append(f"exact, except: {', '.join(e.deviations)}")
+    return lines
+
+
 class _Waiting:
     """A spinner with the seconds spent waiting for the model's first token, redrawn by rich's Live."""
 
@@ -85,6 +98,8 @@ class HumanRenderer:
         if held:
             unconfined = e.isolation.confinement == "none"
             self.console.print(Text(sanitize(held), style="bold red" if unconfined else "dim"), soft_wrap=True)
+        for line in wire_lines(e):
+            self.console.print(Text(sanitize(line), style="dim"), soft_wrap=True)
         if e.task:
             self.console.print(Text(f"task: {sanitize(e.task)}", style="bold cyan"), soft_wrap=True)
 
@@ -174,7 +189,7 @@ class HumanRenderer:
             self.console.print(Text(f"kept container {sanitize(e.kept_container)}", style="bold"))
 
     def on_error(self, e: Any) -> None:
-        label = "retrying" if e.retrying else "error"
+        label = "retrying" if e.retrying else ("warning" if e.kind == "warning" else "error")
         self.console.print(Text(f"{label}: {sanitize(e.message)}", style="yellow" if e.retrying else "bold red"))
         if e.hint:
             self.console.print(Text(sanitize(e.hint), style="dim"))

@@ -48,7 +48,7 @@ def test_config_file_profiles_and_unknown_keys(tmp_path: Path):
 
 def test_settings_validation_and_sampling_presets():
     s = validate({"sampling": "training", "temperature": 0.2})
-    assert s.sampling_options() == {"temperature": 0.2, "top_p": 1.0, "max_tokens": 8192}
+    assert s.sampling_options() == {"temperature": 0.2, "top_p": 1.0, "top_k": -1, "max_tokens": 8192}
     with pytest.raises(UsageError, match="max_turns"):
         validate({"max_turns": 0})
 

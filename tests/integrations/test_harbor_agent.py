@@ -61,9 +61,10 @@ def test_ak_options_become_run_settings(agent_class, monkeypatch, tmp_path):
 def test_exact_applies_upstreams_settings(agent_class, tmp_path):
     from oc_repl.integrations.harbor.agent import run_settings
 
-    agent = agent_class(logs_dir=tmp_path, model_name="m", exact=True)
+    agent = agent_class(logs_dir=tmp_path, model_name="m", exact=True, tokenizer=str(tmp_path))
     settings = run_settings(agent.options, None)
     assert (settings.exact, settings.max_turns, settings.sampling, settings.loop_limit) == (True, 10, "training", 0)
+    assert (settings.wire, settings.tokenizer) == ("generate", tmp_path)  # camel's prompts go as token ids
 
 
 @needs_harbor
@@ -109,8 +110,8 @@ def test_harbors_options_are_the_tables_harbor_settings(agent_class):
 def test_an_option_left_unset_is_not_given_to_the_run(agent_class, tmp_path):
     from oc_repl.integrations.harbor.agent import run_settings
 
-    agent = agent_class(logs_dir=tmp_path, model_name="m", exact=True, protocol="camel-terminal-toolkit")
+    agent = agent_class(logs_dir=tmp_path, model_name="m", exact=True, protocol="camel-terminal-toolkit", wire="chat")
     settings = run_settings(agent.options, "m")
-    assert settings.given == {"exact", "protocol", "model"} and settings.max_turns == 10  # exact's, not the default
-    asked = agent_class(logs_dir=tmp_path, model_name="m", exact=True, max_turns=12)
+    assert settings.given == {"exact", "protocol", "model", "wire"} and settings.max_turns == 10  # exact's
+    asked = agent_class(logs_dir=tmp_path, model_name="m", exact=True, max_turns=12, wire="chat")
     assert run_settings(asked.options, "m").max_turns == 12  # asked for by name: kept

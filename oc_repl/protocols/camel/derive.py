@@ -2,7 +2,8 @@
 
 Runs inside the sync's camel virtualenv, by path (`python -I derive.py OUT.json`), so it imports nothing of
 oc-repl. The toolkit is built as the training harness built it, with stand-ins for the docker client and the
-`docker cp` subprocess, and its real methods are called with marker values (`@@field@@`) in every variable place;
+`docker cp` subprocess, and its real methods are called with marker values (`@@field@@`) in every variable place
+(camel's ChatAgent too, for the notice it puts before a tool result it cuts);
 each answer becomes a template by doubling its literal braces and putting `{field}` where a marker was, and is
 checked by rendering it back. The tool schemas come from the same bound methods, as training made them. Nothing
 here holds a text of the toolkit's: it all comes from the package at run time.
@@ -286,6 +287,30 @@ class Deriver:
         raise SystemExit(f"{tool}({', '.join(arguments)}) raised nothing")
 
 
+def chat_agent_texts() -> dict[str, str]:
+    """What camel's ChatAgent puts before a tool result it cuts to its token budget: its real method, on an agent of
+    the harness's defaults whose token counter reports a marker count for the result."""
+    import inspect
+
+    from camel.agents import ChatAgent
+
+    tokens, limit = 987654, 246912  # counts no notice holds otherwise: they become the fields
+    agent = ChatAgent.__new__(ChatAgent)
+    agent.summarize_threshold = inspect.signature(ChatAgent.__init__).parameters["summarize_threshold"].default
+    agent._token_limit = limit
+    counter = types.SimpleNamespace(encode=lambda text: [0] * tokens)
+    agent.model_backend = types.SimpleNamespace(token_counter=counter)
+    text, cut = agent._truncate_tool_result(marker("name"), "")
+    budget = int(limit * min(0.9, agent.summarize_threshold / 100))
+    if not cut or str(tokens) not in text or str(budget) not in text:
+        raise SystemExit(f"ChatAgent._truncate_tool_result did not cut as expected: {text!r}")
+    template = text.replace("{", "{{").replace("}", "}}").replace(marker("name"), "{name}")
+    template = template.replace(str(tokens), "{tokens}").replace(str(budget), "{limit}")
+    if "@@" in template or template.format(name=marker("name"), tokens=tokens, limit=budget) != text:
+        raise SystemExit(f"tool_result_truncated: {text!r} does not make a template")
+    return {"tool_result_truncated": template, "threshold": str(agent.summarize_threshold)}
+
+
 def main() -> None:
     work = tempfile.mkdtemp(prefix="oc-repl-camel-")
     os.environ["CAMEL_WORKDIR"] = os.path.join(work, "workspace")  # else the toolkit makes ./workspace
@@ -316,7 +341,10 @@ def main() -> None:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             versions[name] = None
+    agent_texts = chat_agent_texts()
     result = {
+        "chat_agent": {"tool_result_truncated": agent_texts["tool_result_truncated"]},
+        "summarize_threshold": int(agent_texts["threshold"]),
         "templates": dict(sorted(deriver.templates.items())),
         "tools": "\n".join(json.dumps(schema) for schema in schemas),
         "probes": [[text, module._to_plain(text)] for text in PROBES],

@@ -16,10 +16,12 @@ import hashlib
 import itertools
 import json
 import secrets
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Literal
 
-from oc_repl.deviations import DEFAULTS, Deviations
+from oc_repl import training
+from oc_repl.deviations import DEFAULTS, WIRE_ROWS, Deviations
 from oc_repl.errors import ParseErrorLimit, UsageError
 from oc_repl.events import CommandExecution, FileChange, FileUpdate, ItemCompleted, ItemStarted, ParseError, new_id
 from oc_repl.protocols import load_asset
@@ -67,6 +69,7 @@ NOTICES_SPEC = {
     "unterminated": (),
     "interrupted": ("name", "output"),
 }
+CHAT_AGENT_SPEC = {"tool_result_truncated": ("name", "tokens", "limit")}
 PARSE_ERROR_TOOL = "json_parse_error"  # the call the training harness put in the history for a block it could not read
 
 
@@ -128,6 +131,7 @@ class CamelProtocol(AgentProtocol):
         observation_limit: int = OBSERVATION_LIMIT,
         name: str = NAME,
         deviations: Deviations = DEFAULTS,
+        count_tokens: Callable[[str], int] | None = None,
     ) -> None:
         self.name = name
         if history not in HISTORY_MODES:
@@ -147,6 +151,9 @@ class CamelProtocol(AgentProtocol):
         self.toolkit = Templates.load(name, "toolkit.toml", TOOLKIT_SPEC)
         self.agent = Templates.load(name, "agent.toml", AGENT_SPEC)
         self.notices = Templates.load(name, "notices.toml", NOTICES_SPEC)
+        # camel's own cut of a long tool result, by the model's tokens: upstream's, where the project's cut is off
+        self.count_tokens = count_tokens if not deviations.results_cut else None
+        self.chat_agent = Templates.load(name, "chat_agent.toml", CHAT_AGENT_SPEC) if self.count_tokens else None
         self._messages: list[Message] = []
         self._results: list[tuple[str, str]] = []  # training mode: (call id, result) since the last message
         self._parse_errors = 0
@@ -173,9 +180,12 @@ class CamelProtocol(AgentProtocol):
 
     def assets(self) -> list[Asset]:
         found = [self._system_asset, self._tools_asset, self.toolkit.asset, self.agent.asset]
-        # The notices are the words of the deviations; with none in force (--exact) what is left of them (a person's
-        # refusal, the docker daemon's word on a missing directory) has no upstream copy to be checked against.
-        if self.deviations.names():
+        if self.chat_agent is not None:
+            found.append(self.chat_agent.asset)
+        # The notices are the words of the deviations; with none in force (--exact, whatever the wire leaves) what is
+        # left of them (a person's refusal, the docker daemon's word on a missing directory) has no upstream copy to
+        # be checked against.
+        if set(self.deviations.names()) - WIRE_ROWS:
             found.append(self.notices.asset)
         return [copy.copy(asset) for asset in found if asset is not None]
 
@@ -215,7 +225,7 @@ class CamelProtocol(AgentProtocol):
         results: list[str] = []
         try:
             for call in calls:
-                results.append(self._run(call, tools, emit, approve))
+                results.append(self._as_recorded(call.name, self._run(call, tools, emit, approve)))
         except ToolInterrupted as exc:  # the user stopped a call: the model learns what it printed, then the turn ends
             name = calls[len(results)].name
             told = self.deviations.interruption_told
@@ -228,6 +238,17 @@ class CamelProtocol(AgentProtocol):
         payload = [[call.name, call.arguments, result] for call, result in zip(calls, results, strict=True)] + feedback
         fingerprint = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
         return Step(fingerprint=fingerprint)
+
+    def _as_recorded(self, name: str, result: str) -> str:
+        """A tool result as camel's agent put it in its memory: cut past its token budget (training.py)."""
+        if self.count_tokens is None or self.chat_agent is None:
+            return result
+        notice = self.chat_agent.render
+
+        def told(tokens: int, limit: int) -> str:
+            return notice("tool_result_truncated", name=name, tokens=tokens, limit=limit)
+
+        return training.camel_result_cut(result, self.count_tokens, told)
 
     @staticmethod
     def _waiting(calls: list[ToolCall], tools: CamelTerminalTools) -> bool:

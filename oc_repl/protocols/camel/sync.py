@@ -56,12 +56,29 @@ def fetch_camel(say: Say) -> list[Fetched]:
         run([str(python), "-I", str(DERIVE_SCRIPT), str(out)], timeout=300, cwd=Path(temp))
         derived = json.loads(out.read_text(encoding="utf-8"))
     tools, toolkit = _checked(derived)
+    chat_agent = _checked_chat_agent(derived)
     _compare_plain_text(derived["probes"], say)
     requirements = " ".join(CAMEL_REQUIREMENTS)
     return [
         _fetched("tools.json", tools, f"{requirements}: FunctionTool(TerminalToolkit.<name>).get_openai_tool_schema()"),
         _fetched("toolkit.toml", toolkit, f"{requirements}: TerminalToolkit's answers, derived by calling it"),
+        _fetched("chat_agent.toml", chat_agent, f"{requirements}: ChatAgent._truncate_tool_result's notice"),
     ]
+
+
+def _checked_chat_agent(derived: dict) -> bytes:
+    from oc_repl.protocols.camel.protocol import CHAT_AGENT_SPEC
+    from oc_repl.training import CAMEL_SUMMARIZE_THRESHOLD
+
+    if derived["summarize_threshold"] != CAMEL_SUMMARIZE_THRESHOLD:  # the budget oc-repl cuts to would be wrong
+        found = derived["summarize_threshold"]
+        raise SyncError(f"camel's ChatAgent cuts at {found}%, not {CAMEL_SUMMARIZE_THRESHOLD}%")
+    data = dump(derived["chat_agent"])
+    try:
+        parse(data, CHAT_AGENT_SPEC, "chat_agent.toml")
+    except UsageError as exc:
+        raise SyncError(f"camel's notice does not make the template oc-repl needs: {exc}") from exc
+    return data
 
 
 def _fetched(filename: str, data: bytes, origin: str) -> Fetched:

@@ -66,8 +66,8 @@ def synced(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     env = {**cli_env(tmp), "XDG_DATA_HOME": str(data_home())}
     camel = run_cli(["protocols", "sync", "--only", "camel"], tmp, timeout=1700, env=env)
     assert camel.returncode == 0, camel.stdout + camel.stderr
-    for name in ("tools.json", "toolkit.toml"):  # camel-ai 0.2.90 gives the published bytes
-        assert f"ok  {PROTOCOL}/{name}: stored, sha256 " in camel.stdout and camel.stdout.count(" matches") == 2
+    for name in ("tools.json", "toolkit.toml", "chat_agent.toml"):  # camel-ai 0.2.90 gives the published bytes
+        assert f"ok  {PROTOCOL}/{name}: stored, sha256 " in camel.stdout and camel.stdout.count(" matches") == 3
     args = ["protocols", "sync", "--only", "openclaw", "--openclaw-rl", str(FIXTURE), "--force"]
     openclaw = run_cli(args, tmp, timeout=120, env=env)
     assert openclaw.returncode == 0, openclaw.stdout + openclaw.stderr
@@ -134,6 +134,7 @@ def oc_repl_side(client: Any, serve: Any, tmp: Path, monkeypatch: pytest.MonkeyP
         try:
             transcript = tmp / f"{index}.jsonl"
             args = ["run", "--api-base", server.url, "--sandbox", f"docker:{container.name}", "--exact", "--yes"]
+            args += ["--wire", "chat"]  # the tool results are compared here, the prompt's tokens elsewhere
             sigterm = signal.getsignal(signal.SIGTERM)  # `run` installs its own handler; this process keeps its own
             try:
                 result = CliRunner().invoke(main, [*args, "--transcript", str(transcript), "do it"])

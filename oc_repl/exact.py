@@ -1,0 +1,68 @@
+"""What `--exact` does to the run settings: every documented deviation from upstream turned off, and for camel the
+wire training used (token ids on sglang's /generate), which needs the served model's tokenizer.
+
+A deviation the user asked for by name (a flag, the environment or the config file) conflicts with `--exact` and is
+refused rather than silently dropped or silently kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from oc_repl.errors import UsageError
+from oc_repl.training import CAMEL_TRAINING_TURNS
+
+if TYPE_CHECKING:
+    from oc_repl.config import RunSettings
+
+# What `--exact` sets: no observation cap, upstream's relative paths, the training sampling and history, upstream's
+# sleeps, no loop detection (upstream has none). Sampling overrides would change the preset, so they are refused.
+EXACT: dict[str, Any] = {
+    "observation_limit": 0,
+    "relative_paths": "root",
+    "sampling": "training",
+    "history": "training",
+    "wait": "exact",
+    "loop_limit": 0,
+}
+EXACT_FORBIDS: dict[str, Any] = {"temperature": None, "top_p": None, "max_tokens": None}
+
+
+def exact_settings(settings: RunSettings, flag: Callable[[str], str]) -> RunSettings:
+    """`flag`: a setting's flag, by its name."""
+    wanted = dict(EXACT)
+    camel = settings.protocol_kind() == "camel"
+    if camel and "max_turns" not in settings.given:
+        wanted["max_turns"] = CAMEL_TRAINING_TURNS
+    conflicts = [
+        f"{flag(key)} {getattr(settings, key)}"
+        for key, value in {**wanted, **EXACT_FORBIDS}.items()
+        if key in settings.given and getattr(settings, key) != value and getattr(settings, key) is not None
+    ]
+    if conflicts:
+        raise UsageError(
+            f"--exact runs exactly as upstream, which rules out {', '.join(conflicts)}",
+            hint="drop those options, or drop --exact",
+        )
+    if camel:
+        wanted["wire"] = settings.wire if "wire" in settings.given else "generate"  # training posted token ids
+        if settings.replace(wire=wanted["wire"]).text_wire and settings.tokenizer is None:
+            raise UsageError(
+                f"--exact sends camel's prompts as token ids on the {wanted['wire']} wire, and that needs the "
+                "served model's tokenizer: --tokenizer is missing",
+                hint="pass --tokenizer DIR (the served model's folder, with tokenizer.json and its chat template), "
+                "or --wire chat to run with the deviations the server's own rendering brings",
+            )
+    return settings.replace(**wanted)
+
+
+def check_wire(settings: RunSettings) -> RunSettings:
+    """A text wire renders the prompt on the client: it needs the served model's chat template."""
+    if settings.text_wire and settings.tokenizer is None:
+        raise UsageError(
+            f"--wire {settings.wire} renders the prompt on the client with the served model's chat template: "
+            "--tokenizer is missing",
+            hint="pass --tokenizer DIR (the served model's folder, or its chat_template.jinja)",
+        )
+    return settings
