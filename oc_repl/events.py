@@ -91,6 +91,7 @@ class FileChange(Record):
     id: str
     changes: list[FileUpdate]
     status: Literal["in_progress", "completed", "failed", "declined"] = "completed"
+    reason: str = ""  # why a write failed or was declined: what the model was told
 
 
 @event

@@ -18,6 +18,8 @@ if TYPE_CHECKING:  # imported where first drawn: a one-shot run's header does no
 # Lines that are not a terminal's are not wrapped at an imagined 80 columns.
 UNWRAPPED = 240
 FINDINGS_SHOWN = 20  # tamper findings listed after a verdict; the transcript holds them all
+# What an action that did not complete is marked with, after its name.
+NOT_DONE = {"failed": "failed", "declined": "declined", "timed_out": "timed out"}
 
 
 def make_console(stderr: bool = True) -> Console:
@@ -124,12 +126,27 @@ class HumanRenderer:
             style = {"completed": "green", "timed_out": "yellow", "declined": "yellow"}.get(item.status, "red")
             body = Text(fold(sanitize(item.aggregated_output).rstrip()) or "(no output)", style="default")
             title = Text(f"{sanitize(item.tool)}: {one_line(item.command)[:100]}")
+            if item.status != "completed":  # the output below is then the reason, as the model was told it
+                title += Text(f" — {NOT_DONE.get(item.status, sanitize(item.status))}", style=f"bold {style}")
             self.console.print(Panel(body, title=title, title_align="left", border_style=style, expand=False))
         elif item.type == "file_change":
-            for change in item.changes:
-                self.console.print(Text(f"✎ {change.kind} {sanitize(change.path)}", style="magenta"))
+            self._file_change(item)
         elif item.type == "parse_error":
             self.console.print(Text(f"⚠ parse error: {sanitize(item.message)}", style="yellow"))
+
+    def _file_change(self, item: Any) -> None:
+        """✎ for a write that happened; ✗ and why for one that failed or was declined: nothing was written then."""
+        for change in item.changes:
+            path = f"{change.kind} {sanitize(change.path)}"
+            if item.status in ("completed", "in_progress"):
+                self.console.print(Text(f"✎ {path}", style="magenta"), soft_wrap=True)
+                continue
+            style = "yellow" if item.status == "declined" else "red"
+            marked = f"{NOT_DONE.get(item.status, sanitize(item.status))}, nothing written"
+            line = Text(f"✗ {path} — {marked}", style=f"bold {style}")
+            self.console.print(line, soft_wrap=True)
+            if item.reason.strip():
+                self.console.print(Text(fold(sanitize(item.reason).rstrip(), 0, 6), style="dim"))
 
     def on_turn_completed(self, e: Any) -> None:
         parts = [f"{e.usage.input_tokens} in / {e.usage.output_tokens} out"]

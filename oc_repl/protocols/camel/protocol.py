@@ -24,6 +24,7 @@ from oc_repl.errors import ParseErrorLimit, UsageError
 from oc_repl.events import CommandExecution, FileChange, FileUpdate, ItemCompleted, ItemStarted, ParseError, new_id
 from oc_repl.protocols import load_asset
 from oc_repl.protocols.camel.calls import calls_and_feedback, training_calls
+from oc_repl.protocols.camel.files import planned_kind
 from oc_repl.protocols.camel.tools import (
     OBSERVATION_LIMIT,
     SIGNATURES,
@@ -278,16 +279,19 @@ class CamelProtocol(AgentProtocol):
         args = call.arguments if isinstance(call.arguments, dict) else {}
         path = args.get("file_path")
         if call.name == "shell_write_content_to_file" and isinstance(path, str):
-            emit(ItemStarted(item=FileChange(id=item_id, changes=[FileUpdate(path=path)], status="in_progress")))
+            planned = FileUpdate(path=path, kind=planned_kind(tools, path))
+            emit(ItemStarted(item=FileChange(id=item_id, changes=[planned], status="in_progress")))
             result = self._call(call, tools, approve)
             if result is None or isinstance(result, str):
                 text = result or ""
-                emit(ItemCompleted(item=FileChange(id=item_id, changes=[FileUpdate(path=path)], status="failed")))
+                emit(ItemCompleted(item=FileChange(id=item_id, changes=[planned], status="failed", reason=text)))
                 return text
-            kind = "add" if result.created else "update"
-            status = result.status if result.status in ("failed", "declined") else "completed"
-            change = FileUpdate(path=result.path or path, kind=kind)
-            emit(ItemCompleted(item=FileChange(id=item_id, changes=[change], status=status)))
+            if result.status in ("failed", "declined"):
+                change = FileChange(id=item_id, changes=[planned], status=result.status, reason=result.text)
+            else:
+                done = FileUpdate(path=result.path or path, kind="add" if result.created else "update")
+                change = FileChange(id=item_id, changes=[done], status="completed")
+            emit(ItemCompleted(item=change))
             return result.text
         command = _describe(call)
         emit(ItemStarted(item=CommandExecution(id=item_id, tool=call.name, command=command)))
