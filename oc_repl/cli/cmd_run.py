@@ -59,7 +59,9 @@ def run_command(settings: RunSettings, instruction: str, attempts: int = 1) -> i
     except OcReplError as exc:
         return report_error(exc)
     try:
-        emit = Fanout(transcript, renderer_for(settings))
+        from oc_repl.cli.notices import SyncNotice
+
+        emit = Fanout(transcript, renderer_for(settings), SyncNotice())
         result = run_attempts(
             settings, instruction, emit, attempts=attempts, consent=ask_consent, transcript=str(transcript.path)
         )

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from oc_repl import events as ev
 from oc_repl import paths, signals
+from oc_repl.cli.notices import SyncNotice
 from oc_repl.config import RunSettings
 from oc_repl.errors import OcReplError, Terminated, UsageError
 from oc_repl.outcome import Status
@@ -116,7 +117,7 @@ class Shell:
         # Without --yes a local sandbox asks before every command; consent is then given one command at a time.
         self.consented = settings.yes
         self.approval = self._default_approval(settings.sandbox)
-        emit = Fanout(self.transcript, self.renderer, self.status)
+        emit = Fanout(self.transcript, self.renderer, self.status, SyncNotice())
         self.session = Session(plan(settings.replace(yes=True)), emit, approve=self._approve)
         self.prompt = self._prompt_session()
         self.asker: PromptSession = PromptSession()  # approval answers stay out of the input history
