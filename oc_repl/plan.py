@@ -10,6 +10,7 @@ run's sandboxes, chooses its verifier and reads its task directory.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -173,11 +174,16 @@ class Sandboxes:
             self.options["confine"] = False
             return open_sandbox(self.spec, **self.options)
 
+    @property
+    def where(self) -> str:
+        """A local: sandbox's directory as a person must read it in a question: absolute, never `.`."""
+        return os.path.abspath(os.path.expanduser(self.spec.removeprefix("local:")))
+
     def _consent(self, consent: Consent) -> None:
         """Nothing the model chooses runs on this host without a yes: --yes, or one the consent hook gives."""
         if not self.spec.startswith("local:") or self.yes:
             return
-        where = self.spec.removeprefix("local:")
+        where = self.where
         network = "the network on" if self.options.get("network") else "no network"
         confined = self.options.get("confine", True)
         how = f"confined to it (the rest of the host read-only, {network})" if confined else "UNCONFINED"
@@ -190,7 +196,7 @@ class Sandboxes:
 
     def _unconfined_consent(self, consent: Consent, why: str) -> None:
         """Running unconfined is the user's choice, never a default (and never what --yes alone consents to)."""
-        where = self.spec.removeprefix("local:")
+        where = self.where
         question = (
             f"bubblewrap cannot confine commands here ({why}). Let the model run them UNCONFINED on this host in "
             f"{where}?"

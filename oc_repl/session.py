@@ -124,21 +124,9 @@ class Session:
         transcript: str = "",  # named in thread.completed, when the caller keeps one
         attempt: int = 1,  # named in thread.started and thread.completed (`run --attempts N`)
     ) -> None:
-        from oc_repl.client.chat import ChatClient
-
-        settings = plan.settings
         self.plan, self.emit, self.approve, self.consent = plan, emit, approve, consent
         self.transcript, self.attempt = transcript, attempt
-        self.client = ChatClient(
-            settings.api_base,
-            settings.api_key,
-            settings.model,
-            stream=settings.stream,
-            retries=settings.retries,
-            idle_timeout=settings.idle_timeout,
-            request_timeout=settings.request_timeout,
-            on_retry=self._on_retry,
-        )
+        self.client = self._client()
         self.protocol: AgentProtocol | None = None
         self.sandbox: Sandbox | None = None
         self.thread_id = uuid.uuid4().hex[:12]
@@ -151,6 +139,21 @@ class Session:
     def settings(self) -> RunSettings:
         return self.plan.settings
 
+    def _client(self) -> Any:
+        from oc_repl.client.chat import ChatClient
+
+        s = self.settings
+        return ChatClient(
+            s.api_base,
+            s.api_key,
+            s.model,
+            stream=s.stream,
+            retries=s.retries,
+            idle_timeout=s.idle_timeout,
+            request_timeout=s.request_timeout,
+            on_retry=self._on_retry,
+        )
+
     def _on_retry(self, message: str, attempt: int) -> None:
         total = self.settings.retries + 1
         self.emit(ev.Error(kind="server", message=f"{message} (attempt {attempt} of {total})", retrying=True))
@@ -160,6 +163,12 @@ class Session:
     def set_model(self, name: str) -> None:
         self.plan.settings = self.settings.replace(model=name)
         self.client.model = name
+
+    def set_api_base(self, url: str) -> None:
+        """Another server: the conversation goes on there (its model is asked anew unless one was named)."""
+        self.plan.settings = self.settings.replace(api_base=url)
+        self.client.close()
+        self.client = self._client()
 
     def set_protocol(self, name: str) -> None:
         """Another protocol: a new conversation."""
@@ -183,6 +192,22 @@ class Session:
 
     def history(self) -> list[Message]:
         return self.protocol.request().messages if self.protocol is not None else []
+
+    def saved(self) -> ev.ConversationSaved:
+        """Where the conversation stands, for `oc-repl resume` to take it up."""
+        where = self.sandbox.reattach() if self.sandbox is not None else ""
+        return ev.ConversationSaved(
+            thread_id=self.thread_id, protocol=self.settings.protocol, sandbox=where, messages=self.history(),
+            tasks=self.tasks_run,
+        )  # fmt: skip
+
+    def resume(self, saved: ev.ConversationSaved) -> None:
+        """Take up a saved conversation: its next task is a follow-up of the ones it ran."""
+        try:
+            self.open_protocol().resume(saved.messages)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        self.thread_id, self.tasks_run = saved.thread_id, saved.tasks
 
     # --- pieces, made when first needed ------------------------------------------------------------------------
 

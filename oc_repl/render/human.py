@@ -72,6 +72,9 @@ class HumanRenderer:
 
     def on_request_sent(self, e: Any) -> None:
         """A sign of life until the first token: a slow server can take many seconds."""
+        self._wait_for_model()
+
+    def _wait_for_model(self) -> None:
         if self.console.is_terminal:
             from rich.live import Live
 
@@ -195,3 +198,5 @@ class HumanRenderer:
         self.console.print(Text(f"{label}: {sanitize(e.message)}", style="yellow" if e.retrying else "bold red"))
         if e.hint:
             self.console.print(Text(sanitize(e.hint), style="dim"))
+        if e.retrying:  # the request goes out again: waiting for the model starts over
+            self._wait_for_model()

@@ -129,6 +129,9 @@ class DockerSandbox(Sandbox):
     def kept(self) -> str:
         return self.name if self.keep else ""
 
+    def reattach(self) -> str:
+        return f"docker:{self.name}"
+
     # --- plumbing ----------------------------------------------------------------------------------------
 
     def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:

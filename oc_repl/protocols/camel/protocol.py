@@ -172,6 +172,9 @@ class CamelProtocol(AgentProtocol):
     def request(self) -> Request:
         return Request(messages=self._messages + self._pending(), options={"tools": self._tools, "tool_choice": "auto"})
 
+    def resume(self, messages: list[Message]) -> None:
+        self._messages, self._results, self._parse_errors = list(messages), [], 0
+
     def assets(self) -> list[Asset]:
         found = [self._system_asset, self._tools_asset, self.toolkit.asset, self.agent.asset]
         # The notices are the words of the deviations; with none in force (--exact) what is left of them (a person's
