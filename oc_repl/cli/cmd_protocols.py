@@ -113,6 +113,11 @@ def describe_protocols() -> list[dict[str, Any]]:
 # --- list ----------------------------------------------------------------------------------------------------------
 
 HEADER = ("PROTOCOL", "KIND", "ASSET", "SOURCE", "SHA256", "UPSTREAM")
+LEGEND = (
+    "SOURCE: where the asset loads from now (user > upstream > built-in). UPSTREAM: whether its sha256 is upstream's "
+    "own: match, differs (a different text is in use), unknown (upstream has no such text to compare with). "
+    "`oc-repl protocols sync` fetches upstream's texts."
+)
 
 
 def _rows(described: list[dict[str, Any]]) -> list[tuple[str, ...]]:
@@ -143,7 +148,9 @@ def _rich_table(rows: list[tuple[str, ...]]) -> None:
         table.add_row(*row[:5], f"[{styles.get(row[5], '')}]{row[5]}[/]" if row[5] in styles else row[5])
     from oc_repl.render.human import make_console
 
-    make_console(stderr=False).print(table)
+    console = make_console(stderr=False)
+    console.print(table)
+    console.print(LEGEND, style="dim", soft_wrap=True)
 
 
 @protocols.command("list")
@@ -162,6 +169,7 @@ def list_protocols(as_json: bool) -> None:
         _rich_table(_rows(described))
     else:
         click.echo(plain_table(HEADER, _rows(described)))
+        click.echo("\n" + LEGEND)
 
 
 # --- show ----------------------------------------------------------------------------------------------------------

@@ -106,7 +106,8 @@ class _Status:
         if event.type == "turn.started":
             self.turn, self.max_turns = event.turn, event.max_turns
         elif event.type == "turn.completed":
-            self.tokens = f"{event.usage.input_tokens}/{event.usage.output_tokens}"
+            counted = event.usage.input_tokens or event.usage.output_tokens  # zeros: the server sent no usage
+            self.tokens = f"{event.usage.input_tokens}/{event.usage.output_tokens}" if counted else "not sent"
         elif event.type == "verify.completed":
             counts = f" {event.tests_passed}/{event.tests_total}" if event.tests_total is not None else ""
             verdict = "PASS" if event.passed else "FAIL"

@@ -152,21 +152,27 @@ class HumanRenderer:
                 self.console.print(Text(fold(sanitize(item.reason).rstrip(), 0, 6), style="dim"))
 
     def on_turn_completed(self, e: Any) -> None:
-        parts = [f"{e.usage.input_tokens} in / {e.usage.output_tokens} out"]
+        # No request is 0 tokens long: zeros are a server that reported no usage, and are said so.
+        counted = e.usage.input_tokens or e.usage.output_tokens
+        parts = [f"{e.usage.input_tokens} in / {e.usage.output_tokens} out" if counted else "no token counts sent"]
         if e.ttft_s is not None:
             parts.append(f"ttft {e.ttft_s:.2f}s")
         if e.tokens_per_s:
             parts.append(f"{e.tokens_per_s:.0f} tok/s")
-        if e.truncated:
-            parts.append(f"truncated ({sanitize(e.finish_reason)})")
+        if e.truncated and e.finish_reason == "length":
+            parts.append("cut at the token limit (finish length)")
+        elif e.truncated:  # the wire marks a native call whose arguments do not parse as not whole
+            parts.append(f"a tool call that could not be read, not run (finish {sanitize(e.finish_reason)})")
         self.console.print(Text(" · ".join(parts), style="dim"))
 
     def on_verify_completed(self, e: Any) -> None:
-        counts = f" {e.tests_passed}/{e.tests_total} tests" if e.tests_total is not None else ""
+        counts = f" · {e.tests_passed}/{e.tests_total} tests passed" if e.tests_total is not None else ""
         verdict = Text(
             " PASS " if e.passed else " FAIL ", style="bold white on green" if e.passed else "bold white on red"
         )
-        self.console.print(verdict + Text(f" {sanitize(e.command)}{counts} (exit {e.exit_code})"))
+        # a Harbor task's reward decides, whatever its script exited with; otherwise the exit status does
+        decided = f" · reward {e.reward:g}" if e.reward is not None else f" (exit {e.exit_code})"
+        self.console.print(verdict + Text(f" {sanitize(e.command)}{counts}{decided}"))
         if not e.passed and e.output_tail:
             self.console.print(Text(fold(sanitize(e.output_tail), 0, 15), style="dim"))
         self._findings(e.findings)
