@@ -38,7 +38,7 @@ def doctor(json_output: bool, timeout: float, **params: Any) -> None:
         from oc_repl.cli.exits import report_error
 
         sys.exit(report_error(exc))
-    report = diagnose(settings.api_base, settings.api_key, settings.model, timeout=timeout)
+    report = diagnose(settings.api_base, settings.api_key, settings.model, timeout=timeout, waiting=_waiting)
     if json_output:
         import json
 
@@ -46,6 +46,11 @@ def doctor(json_output: bool, timeout: float, **params: Any) -> None:
     else:
         _print(report)
     sys.exit(report.exit_code)
+
+
+def _waiting(what: str) -> None:
+    """Each probe says what it waits on as it starts, on stderr: a slow server makes the doctor take a while."""
+    click.echo(f"doctor: waiting on {what}", err=True)
 
 
 def _print(report: Any) -> None:
