@@ -51,7 +51,8 @@ def protocol_table(summary: Summary) -> Table:
     table.add_column("protocol", no_wrap=True)  # narrower columns wrap their headers instead
     for name in ("tasks", "trials", "resolved", *(f"pass@{k}" for k in ks), "mean turns"):
         table.add_column(name, justify="right")
-    for name in ("parse err/turn", "salvaged calls", "tokens in/out", "wall/trial", "wall total"):
+    # The trials' times added up, not the bench's wall time: trials run side by side under -j.
+    for name in ("parse err/turn", "salvaged calls", "tokens in/out", "wall/trial", "trial time sum"):
         table.add_column(name, justify="right")
     for p in summary.protocols:
         table.add_row(

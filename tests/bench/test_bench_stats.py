@@ -117,6 +117,17 @@ def test_protocol_table_from_trials():
     assert p.failure_modes == {"resolved": 4, "unresolved": 5}
 
 
+def test_the_trials_times_added_up_are_not_called_the_wall_total():
+    from rich.console import Console
+
+    from oc_repl.bench.report import protocol_table
+
+    console = Console(record=True, width=300, highlight=False)
+    console.print(protocol_table(summarize(cell_results(), ["q", "p"])))
+    shown = console.export_text()
+    assert "trial time sum" in shown and "wall total" not in shown
+
+
 def test_paired_comparison_names_flips_and_brackets_the_difference():
     summary = summarize(cell_results(), ["p", "q"])
     (c,) = summary.comparisons
