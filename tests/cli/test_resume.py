@@ -3,6 +3,7 @@ directory, a kept container), for camel and terminus; a sandbox that is gone is 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -89,21 +90,35 @@ def test_a_killed_shell_resumes_its_conversation_in_its_local_directory(tmp_path
     assert (tmp_path / "work" / "one.txt").read_text() == "one-4711\n"
 
 
+def kept_container(tmp_path) -> str:
+    """The container the shell's conversation ran in, as its transcript names it (other containers may come and go
+    on the same daemon meanwhile)."""
+    events = [json.loads(line) for line in transcript_of(tmp_path).read_text().splitlines()]
+    [spec] = {e["sandbox"] for e in events if e["type"] == "conversation.saved"}
+    assert spec.startswith("docker:")
+    return spec.removeprefix("docker:")
+
+
 @pytest.mark.parametrize("protocol", ["camel-terminal-toolkit", "terminus-json"])
 def test_a_killed_shell_resumes_its_conversation_in_its_kept_container(tmp_path, serve, protocol):
+    import docker
+
     from tests.docker_support import IMAGE, docker_session
 
     client = next(docker_session())
-    before = {c.name for c in client.containers.list(all=True)}
+    name = ""
     try:
         conversation_resumes(tmp_path, serve, protocol, "--sandbox", f"docker-image:{IMAGE}", "--keep")
-        [container] = [c for c in client.containers.list(all=True) if c.name not in before]
+        container = client.containers.get(name := kept_container(tmp_path))
         done = container.exec_run(["cat", f"{'/workspace' if protocol.startswith('camel') else '/'}/one.txt"])
         assert done.output.decode().strip() == "one-4711"
+        container.remove(force=True)  # the kept container gone: the conversation cannot go on in it
+        refused = run_cli(["resume"], tmp_path)
+        assert refused.returncode == 2
+        assert f"the conversation's container {name} is no longer there" in refused.stderr
     finally:
-        for container in client.containers.list(all=True):
-            if container.name not in before:
-                container.remove(force=True)
+        with contextlib.suppress(docker.errors.NotFound, ValueError):
+            client.containers.get(name or kept_container(tmp_path)).remove(force=True)
 
 
 def test_a_sandbox_that_is_gone_is_refused_saying_so(tmp_path, serve):
