@@ -19,31 +19,13 @@ from oc_repl import signals
 from oc_repl.agent import Agent, Outcome, error_event
 from oc_repl.config import RunSettings
 from oc_repl.errors import OcReplError, SandboxError, Terminated, UsageError, status_of
+from oc_repl.fanout import Fanout as Fanout  # where the run's callers take it from
 from oc_repl.outcome import Status, final
 from oc_repl.plan import RunPlan, check_attempts, known, plan, sandboxes_for, verifier_for
 from oc_repl.types import AgentProtocol, Approve, Consent, Message, Sandbox, Task, allow_all, refuse
 
 if TYPE_CHECKING:
     from oc_repl.tasks.tamper import TamperProbe
-
-
-class Fanout:
-    """Sends each event to every sink in order. The transcript comes first; a display that fails (a closed pipe, a
-    vanished terminal) is dropped with one error event instead of stopping the run or the record of it."""
-
-    def __init__(self, *sinks: Callable[[Any], None]) -> None:
-        self.sinks = list(sinks)
-
-    def __call__(self, event: Any) -> None:
-        failed = []
-        for sink in self.sinks:
-            try:
-                sink(event)
-            except (OSError, ValueError) as exc:  # ValueError: writing to a closed file
-                failed.append((sink, exc))
-        for sink, exc in failed:
-            self.sinks.remove(sink)
-            self(ev.Error(kind="display", message=f"an output stopped taking events and was dropped: {exc!r}"))
 
 
 @dataclass
@@ -142,17 +124,7 @@ class Session:
     def _client(self) -> Any:
         from oc_repl.client.chat import ChatClient
 
-        s = self.settings
-        return ChatClient(
-            s.api_base,
-            s.api_key,
-            s.model,
-            stream=s.stream,
-            retries=s.retries,
-            idle_timeout=s.idle_timeout,
-            request_timeout=s.request_timeout,
-            on_retry=self._on_retry,
-        )
+        return ChatClient.for_settings(self.settings, on_retry=self._on_retry)
 
     def _on_retry(self, message: str, attempt: int) -> None:
         total = self.settings.retries + 1
