@@ -94,17 +94,8 @@ class ChatClient:
     @classmethod
     def for_settings(cls, settings: Any, on_retry: OnRetry | None = None) -> ChatClient:
         """The client a run's settings describe: their server, key, model, streaming, retries and timeouts."""
-        s = settings
-        return cls(
-            s.api_base,
-            s.api_key,
-            s.model,
-            stream=s.stream,
-            retries=s.retries,
-            idle_timeout=s.idle_timeout,
-            request_timeout=s.request_timeout,
-            on_retry=on_retry,
-        )
+        tuned = {name: getattr(settings, name) for name in ("stream", "retries", "idle_timeout", "request_timeout")}
+        return cls(settings.api_base, settings.api_key, settings.model, on_retry=on_retry, **tuned)
 
     def connect(self) -> None:
         """Import httpx and make the HTTP client; done by the first request, or earlier by a caller that has a wait
