@@ -190,7 +190,7 @@ class Sandboxes:
         if consent(f"Let the model run commands on this host in {where}, {how}?"):
             return
         raise UsageError(
-            f"refusing to run model-chosen commands on this host ({self.spec}) without consent",
+            f"refusing to run model-chosen commands on this host (in {where}) without consent",
             hint="pass --yes, or use a container sandbox (docker:<name>, docker-image:<image>)",
         )
 

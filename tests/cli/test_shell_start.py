@@ -11,6 +11,7 @@ import socket
 import pytest
 
 from tests.cli.test_repl_tmux import TmuxShell, answer, exec_call
+from tests.conftest import run_cli
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -84,3 +85,9 @@ def test_the_consent_question_names_the_directory_absolutely(tmp_path, monkeypat
     with pytest.raises(UsageError):
         Sandboxes("local:.", {}).open(lambda question: asked.append(question) or False)
     assert f"in {tmp_path}, confined" in asked[0] and " in ., " not in asked[0]
+
+
+def test_a_refused_consent_names_the_directory_absolutely(tmp_path):
+    proc = run_cli(["run", "--api-base", "http://127.0.0.1:9/v1", "--sandbox", "local:.", "hi"], tmp_path)
+    assert proc.returncode == 2
+    assert f"refusing to run model-chosen commands on this host (in {tmp_path}) without consent" in proc.stderr
