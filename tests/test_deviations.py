@@ -110,6 +110,14 @@ def test_the_readme_table_says_which_options_exact_accepts():
         assert ("accepted with `--exact`" in option) == accepted, name
 
 
+def test_a_turn_cap_given_with_exact_asks_for_no_text_upstream_lacks():
+    budget = Deviations.from_settings(validate({"protocol": "camel-terminal-toolkit", "exact": True, "max_turns": 3}))
+    assert budget.names() == ["own_turn_cap"]
+    names = [asset.name for asset in protocols.create("camel-terminal-toolkit", budget).assets()]
+    exact = [asset.name for asset in protocols.create("camel-terminal-toolkit", Deviations.none()).assets()]
+    assert "notices.toml" not in names and names == exact
+
+
 def test_create_hands_the_deviations_to_the_protocol():
     for protocol in ("camel-terminal-toolkit", "terminus-json"):
         assert protocols.create(protocol, Deviations.none()).deviations == Deviations.none()

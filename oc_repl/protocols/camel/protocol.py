@@ -178,8 +178,9 @@ class CamelProtocol(AgentProtocol):
     def assets(self) -> list[Asset]:
         found = [self._system_asset, self._tools_asset, self.toolkit.asset, self.agent.asset]
         # The notices are the words of the deviations; with none in force (--exact) what is left of them (a person's
-        # refusal, the docker daemon's word on a missing directory) has no upstream copy to be checked against.
-        if self.deviations.names():
+        # refusal, the docker daemon's word on a missing directory) has no upstream copy to be checked against. The
+        # turn cap --exact accepts is the run's budget, not a text the model reads.
+        if [name for name in self.deviations.names() if name != "own_turn_cap"]:
             found.append(self.notices.asset)
         return [copy.copy(asset) for asset in found if asset is not None]
 
