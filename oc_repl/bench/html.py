@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from oc_repl.bench.report import comparison_lines, load_summary, pass_columns
+from oc_repl.bench.report import comparison_lines, load_summary, pass_columns, tokens_cell
 from oc_repl.bench.results import TrialResult, inside, transcript_of
 from oc_repl.bench.stats import Summary
 from oc_repl.outcome import FAILURE_MODES
@@ -145,7 +145,7 @@ def _table(summary: Summary) -> str:
     for p in summary.protocols:
         cells = [p.protocol, p.tasks, p.trials, p.resolved, *(f"{p.pass_at[k]:.3f}" for k in ks)]
         cells += [f"{p.mean_turns:.1f}", f"{100 * p.parse_error_rate:.1f}%", f"{100 * p.salvaged_call_rate:.1f}%"]
-        cells += [f"{p.mean_tokens_in:.0f} / {p.mean_tokens_out:.0f}", f"{p.mean_wall_time_s:.1f} s"]
+        cells += [tokens_cell(p), f"{p.mean_wall_time_s:.1f} s"]
         rows.append("<tr>" + "".join(f"<td>{_text(c)}</td>" for c in cells) + "</tr>")
     header = "".join(f"<th>{html.escape(h)}</th>" for h in head)
     return f'<table id="protocols"><tr>{header}</tr>{"".join(rows)}</table>'

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from oc_repl.bench.results import load_results
 from oc_repl.bench.runner import read_plan
-from oc_repl.bench.stats import Summary, summarize
+from oc_repl.bench.stats import ProtocolStats, Summary, summarize
 from oc_repl.errors import UsageError
 from oc_repl.outcome import FAILURE_MODES
 from oc_repl.render.human import UNWRAPPED
@@ -41,6 +41,13 @@ def pass_columns(summary: Summary) -> list[int]:
     return [1, k] if k > 1 else [1]
 
 
+def tokens_cell(p: ProtocolStats) -> str:
+    """Mean tokens in / out per trial; no request is 0 tokens long, so zeros are a server that sent no counts."""
+    if not (p.mean_tokens_in or p.mean_tokens_out):
+        return "not sent"
+    return f"{p.mean_tokens_in:.0f} / {p.mean_tokens_out:.0f}"
+
+
 def _pct(value: float) -> str:
     return f"{100 * value:.1f}%"
 
@@ -64,7 +71,7 @@ def protocol_table(summary: Summary) -> Table:
             f"{p.mean_turns:.1f}",
             _pct(p.parse_error_rate),
             _pct(p.salvaged_call_rate),
-            f"{p.mean_tokens_in:.0f} / {p.mean_tokens_out:.0f}",
+            tokens_cell(p),
             f"{p.mean_wall_time_s:.1f} s",
             f"{p.total_wall_time_s:.0f} s",
         )

@@ -128,6 +128,19 @@ def test_the_trials_times_added_up_are_not_called_the_wall_total():
     assert "trial time sum" in shown and "wall total" not in shown
 
 
+def test_a_server_that_sent_no_token_counts_is_not_shown_as_zero_tokens(tmp_path):
+    from rich.console import Console
+
+    from oc_repl.bench.html import _table
+    from oc_repl.bench.report import protocol_table
+
+    summary = summarize(cell_results(), ["q", "p"])  # the fake trials carry no token counts
+    console = Console(record=True, width=300, highlight=False)
+    console.print(protocol_table(summary))
+    for shown in (console.export_text(), _table(summary)):
+        assert "not sent" in shown and "0 / 0" not in shown
+
+
 def test_paired_comparison_names_flips_and_brackets_the_difference():
     summary = summarize(cell_results(), ["p", "q"])
     (c,) = summary.comparisons
