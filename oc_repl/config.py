@@ -320,11 +320,12 @@ SANDBOX_SCHEMES = ("local", "docker", "docker-image")
 def check_sandbox_spec(spec: str) -> None:
     """A sandbox is named scheme:target; anything else is refused at once, not at the first task."""
     scheme, sep, target = spec.partition(":")
-    if not sep or not target or scheme not in SANDBOX_SCHEMES:
-        raise UsageError(
-            f"sandbox {spec!r} is not of the form scheme:target",
-            hint="use local:<dir>, docker:<container> or docker-image:<image>",
-        )
+    hint = "use local:<dir>, docker:<container> or docker-image:<image>"
+    if not sep or not target:
+        raise UsageError(f"sandbox {spec!r} is not of the form scheme:target", hint=hint)
+    if scheme not in SANDBOX_SCHEMES:
+        known = ", ".join(SANDBOX_SCHEMES)
+        raise UsageError(f"sandbox {spec!r}: unknown scheme {scheme!r} (known: {known})", hint=hint)
 
 
 def _checked(option: Option, value: Any) -> Any:

@@ -8,6 +8,7 @@ everything else is advice.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NoReturn
@@ -33,6 +34,10 @@ AUTO_TOOL_FIX = "Start vLLM with `--enable-auto-tool-choice --tool-call-parser h
 CONTEXT_FIX = (
     f"Serve at least {TRAINING_CONTEXT} tokens of context: sglang `--context-length {TRAINING_CONTEXT}`, "
     f"vLLM `--max-model-len {TRAINING_CONTEXT}`, llama.cpp `-c {TRAINING_CONTEXT}`."
+)
+CONCURRENCY_FIX = (
+    "llama-cpp-python: start it with `--interrupt_requests False` (examples/tiny-model/serve.sh does); elsewhere let "
+    "the server queue requests. Until then run `oc-repl bench -j 1` and Harbor with `-n 1`."
 )
 _CONTEXT_KEYS = ("max_model_len", "context_length", "max_context_length", "n_ctx")
 
@@ -68,22 +73,6 @@ class Report:
         }
 
 
-def local_confinement() -> Check:
-    """Whether `local:` sandboxes can be confined here (they refuse --yes without --no-confine otherwise)."""
-    from oc_repl.sandbox.confine import check
-
-    ok, why = check()
-    if ok:
-        return Check("local sandbox", "ok", why)
-    return Check(
-        "local sandbox",
-        "warn",
-        f"local: sandboxes cannot be confined here: {why}. They ask before running unconfined, and refuse --yes "
-        "without --no-confine.",
-        "Install bubblewrap (apt-get install bubblewrap), or use a container sandbox (docker-image:<image>).",
-    )
-
-
 class _Stop(Exception):
     """A probe failed in a way that makes the later probes meaningless."""
 
@@ -96,14 +85,24 @@ def diagnose(
     transport: Any = None,
     wire: str = "chat",
     tokenizer: Path | None = None,
+    waiting: Callable[[str], None] | None = None,
 ) -> Report:
     """`transport` (an httpx transport) serves the plain GET probes; chats always go through ChatClient. `wire` and
-    `tokenizer`: the run's, for the wire checks (doctor_wires.py)."""
-    return Doctor(api_base, api_key, model, timeout, transport).run(wire, tokenizer)
+    `tokenizer`: the run's, for the wire checks (doctor_wires.py). `waiting` is told what each probe waits on as it
+    starts."""
+    return Doctor(api_base, api_key, model, timeout, transport, waiting).run(wire, tokenizer)
 
 
 class Doctor:
-    def __init__(self, api_base: str, api_key: str, model: str | None, timeout: float, transport: Any = None) -> None:
+    def __init__(
+        self,
+        api_base: str,
+        api_key: str,
+        model: str | None,
+        timeout: float,
+        transport: Any = None,
+        waiting: Callable[[str], None] | None = None,
+    ) -> None:
         import httpx
 
         from oc_repl.client.chat import ChatClient
@@ -114,19 +113,37 @@ class Doctor:
         self.http = httpx.Client(headers=auth, timeout=10.0, transport=transport)
         self.entries: list[dict[str, Any]] = []
         self.replies: list[Reply] = []
+        self.api_key, self.timeout = api_key, timeout
+        self.waiting = waiting or (lambda what: None)
 
     def run(self, wire: str = "chat", tokenizer: Path | None = None) -> Report:
         from oc_repl.doctor_wires import wire_checks
 
+        probes = (
+            (self.server, "the server's model list"),
+            (self.chat, "a one-line chat"),
+            (self.tool_calls, "a request with the protocol's tools"),
+            (self.reasoning, ""),
+            (self.context, "the server's context length"),
+            (self.speed, "a streamed reply"),
+            (self.concurrency, "two streamed replies at once"),
+        )
         try:
-            for probe in (self.server, self.chat, self.tool_calls, self.reasoning, self.context, self.speed):
+            for probe, what in probes:
+                if what:
+                    self.waiting(f"{what} (at most {self.timeout:g}s)")
                 self.report.checks.append(probe())
+            self.waiting(f"the completions and generate wires (at most {self.timeout:g}s each)")
             self.report.checks += [Check(*found) for found in wire_checks(self, wire, tokenizer)]
         except _Stop:
             self.report.blocking = True
         finally:
             self.http.close()
-        self.report.checks.append(local_confinement())
+        from oc_repl.doctor_host import docker_check, local_confinement
+
+        self.report.checks.append(Check(*local_confinement()))
+        self.waiting("the docker daemon")
+        self.report.checks.append(Check(*docker_check()))
         return self.report
 
     def _fail(self, name: str, finding: str, fix: str) -> NoReturn:
@@ -274,6 +291,34 @@ class Doctor:
         finding = f"first token after {reply.ttft_s:.2f}s; {counted}{rate:.1f} tokens/s ({counted}{tokens} tokens)"
         data = {"ttft_s": round(reply.ttft_s, 3), "tokens_per_s": round(rate, 2), "tokens": tokens}
         return Check("speed", "ok", finding, data=data)
+
+    def concurrency(self) -> Check:
+        """Two streams at once, as `bench -j` and Harbor's `-n` send them: a server that ends one stream when another
+        request arrives (llama-cpp-python's default `interrupt_requests`) cuts trials short."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from oc_repl.client.chat import ChatClient
+
+        second = ChatClient(self.report.api_base, self.api_key, self.report.model, retries=0,
+                            request_timeout=self.timeout, idle_timeout=self.timeout)  # fmt: skip
+        messages = [{"role": "user", "content": "Count from 1 to 30, separated by spaces."}]
+
+        def stream(client: Any) -> str:
+            try:
+                client.complete(messages, {"max_tokens": 48, "temperature": 0, "stream": True})
+            except ServerError as exc:
+                return exc.message
+            return ""
+
+        try:
+            with ThreadPoolExecutor(2) as pool:
+                failed = [why for why in pool.map(stream, (self.client, second)) if why]
+        finally:
+            second.close()
+        if failed:
+            finding = f"of two streams at once, {len(failed)} failed: {failed[0]}"
+            return Check("concurrency", "warn", finding, CONCURRENCY_FIX, data={"failed": len(failed)})
+        return Check("concurrency", "ok", "two streams at once both complete", data={"failed": 0})
 
     # --- helpers ---------------------------------------------------------------------------------------------
 

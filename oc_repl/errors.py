@@ -33,6 +33,14 @@ class ServerError(OcReplError):
     kind = "server"
 
 
+class ServerRefused(ServerError):
+    """The server refused the run's settings (HTTP 401, 403, 404: a wrong key, path or model) before it gave any
+    reply: a configuration error, found before a turn could do anything, so exit 2 like every other one."""
+
+    status = Status.USAGE
+    kind = "server_config"
+
+
 class ServerUnreachable(ServerError):
     kind = "server_unreachable"
 

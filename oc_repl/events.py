@@ -91,6 +91,7 @@ class FileChange(Record):
     id: str
     changes: list[FileUpdate]
     status: Literal["in_progress", "completed", "failed", "declined"] = "completed"
+    reason: str = ""  # why a write failed or was declined: what the model was told
 
 
 @event
@@ -327,6 +328,20 @@ class ThreadCompleted(Record):
 
 
 @event
+class ConversationSaved(Record):
+    """Where a shell conversation stands after a task, so that `oc-repl resume` can take it up: the messages the
+    protocol would send next (before a new task), and how to reach the same sandbox again."""
+
+    type: Literal["conversation.saved"] = "conversation.saved"
+    ts: float = field(default_factory=_now)
+    thread_id: str
+    protocol: str
+    sandbox: str  # local:<absolute directory> or docker:<container>; "" for a conversation that needs none
+    messages: list[dict[str, Any]]
+    tasks: int = 0  # tasks run in this conversation
+
+
+@event
 class Error(Record):
     """A fault outside the model's control (server, sandbox, settings), possibly retried."""
 
@@ -350,6 +365,7 @@ Event = Union[  # noqa: UP007 (pydantic reads it)
     TurnFailed,
     VerifyCompleted,
     ThreadCompleted,
+    ConversationSaved,
     Error,
 ]
 

@@ -19,7 +19,7 @@ sends, is a BadInput naming the file and the line. Only a last line cut by a cra
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -109,8 +109,18 @@ def _episode(started: Any, turns: list[dict[str, Any]], end: Any, verify: Any) -
     return episode
 
 
-def episodes(transcript: Path) -> Iterator[dict[str, Any]]:
-    """The episodes of one transcript; one cut short by a crash ends where the transcript does."""
+Skipped = Callable[[str], None]  # told why each thread or trial that holds no episode is left out
+
+
+def _no_reply(end: Any, skipped: Skipped | None) -> None:
+    if skipped is not None:
+        status = end.status if end is not None else "cut short"
+        skipped(f"no model reply ({status})")
+
+
+def episodes(transcript: Path, skipped: Skipped | None = None) -> Iterator[dict[str, Any]]:
+    """The episodes of one transcript; one cut short by a crash ends where the transcript does. A thread the model
+    never answered is no episode: `skipped` is told so."""
     from oc_repl.transcript import numbered_events
 
     started: Any = None
@@ -127,6 +137,8 @@ def episodes(transcript: Path) -> Iterator[dict[str, Any]]:
         if kind == "thread.started":
             if started is not None and turns:
                 yield _episode(started, turns, None, verify)
+            elif started is not None:
+                _no_reply(None, skipped)
             started, turns, pending, verify = event, [], None, None
         elif kind == "request.sent":
             pending, body = event.request, event.body  # a retry replaces the request it repeats
@@ -141,15 +153,20 @@ def episodes(transcript: Path) -> Iterator[dict[str, Any]]:
         elif kind == "thread.completed" and started is not None:
             if turns:
                 yield _episode(started, turns, event, verify)
+            else:
+                _no_reply(event, skipped)
             started, turns = None, []
     if started is not None and turns:
         yield _episode(started, turns, None, verify)
+    elif started is not None:
+        _no_reply(None, skipped)
 
 
-def export(path: Path) -> Iterator[dict[str, Any]]:
-    """Episodes of a transcript, or of every trial of a bench directory (with the trial's record)."""
+def export(path: Path, skipped: Skipped | None = None) -> Iterator[dict[str, Any]]:
+    """Episodes of a transcript, or of every trial of a bench directory (with the trial's record); `skipped` is
+    told why each thread or trial that gives none is left out."""
     if path.is_file():
-        for episode in episodes(path):
+        for episode in episodes(path, skipped):
             episode["metadata"]["transcript"] = str(path)
             yield episode
         return
@@ -158,8 +175,10 @@ def export(path: Path) -> Iterator[dict[str, Any]]:
     for result in load_results(path):
         transcript = transcript_of(path, result)
         if transcript is None:
+            if skipped is not None:
+                skipped(f"no transcript ({result.failure_mode})")
             continue
-        for episode in episodes(transcript):
+        for episode in episodes(transcript, skipped):
             episode["metadata"]["transcript"] = str(transcript)
             episode["metadata"]["bench"] = {
                 "task": result.task,

@@ -11,6 +11,7 @@ directory.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -191,24 +192,29 @@ class Sandboxes:
             self.options["confine"] = False
             return open_sandbox(self.spec, **self.options)
 
+    @property
+    def where(self) -> str:
+        """A local: sandbox's directory as a person must read it in a question: absolute, never `.`."""
+        return os.path.abspath(os.path.expanduser(self.spec.removeprefix("local:")))
+
     def _consent(self, consent: Consent) -> None:
         """Nothing the model chooses runs on this host without a yes: --yes, or one the consent hook gives."""
         if not self.spec.startswith("local:") or self.yes:
             return
-        where = self.spec.removeprefix("local:")
+        where = self.where
         network = "the network on" if self.options.get("network") else "no network"
         confined = self.options.get("confine", True)
         how = f"confined to it (the rest of the host read-only, {network})" if confined else "UNCONFINED"
         if consent(f"Let the model run commands on this host in {where}, {how}?"):
             return
         raise UsageError(
-            f"refusing to run model-chosen commands on this host ({self.spec}) without consent",
+            f"refusing to run model-chosen commands on this host (in {where}) without consent",
             hint="pass --yes, or use a container sandbox (docker:<name>, docker-image:<image>)",
         )
 
     def _unconfined_consent(self, consent: Consent, why: str) -> None:
         """Running unconfined is the user's choice, never a default (and never what --yes alone consents to)."""
-        where = self.spec.removeprefix("local:")
+        where = self.where
         question = (
             f"bubblewrap cannot confine commands here ({why}). Let the model run them UNCONFINED on this host in "
             f"{where}?"

@@ -19,31 +19,13 @@ from oc_repl import signals
 from oc_repl.agent import Agent, Outcome, error_event
 from oc_repl.config import RunSettings
 from oc_repl.errors import OcReplError, SandboxError, Terminated, UsageError, status_of
+from oc_repl.fanout import Fanout as Fanout  # where the run's callers take it from
 from oc_repl.outcome import Status, final
 from oc_repl.plan import RunPlan, check_attempts, known, plan, sandboxes_for, verifier_for
 from oc_repl.types import AgentProtocol, Approve, Consent, Message, Sandbox, Task, allow_all, refuse
 
 if TYPE_CHECKING:
     from oc_repl.tasks.tamper import TamperProbe
-
-
-class Fanout:
-    """Sends each event to every sink in order. The transcript comes first; a display that fails (a closed pipe, a
-    vanished terminal) is dropped with one error event instead of stopping the run or the record of it."""
-
-    def __init__(self, *sinks: Callable[[Any], None]) -> None:
-        self.sinks = list(sinks)
-
-    def __call__(self, event: Any) -> None:
-        failed = []
-        for sink in self.sinks:
-            try:
-                sink(event)
-            except (OSError, ValueError) as exc:  # ValueError: writing to a closed file
-                failed.append((sink, exc))
-        for sink, exc in failed:
-            self.sinks.remove(sink)
-            self(ev.Error(kind="display", message=f"an output stopped taking events and was dropped: {exc!r}"))
 
 
 @dataclass
@@ -125,11 +107,9 @@ class Session:
         transcript: str = "",  # named in thread.completed, when the caller keeps one
         attempt: int = 1,  # named in thread.started and thread.completed (`run --attempts N`)
     ) -> None:
-        from oc_repl.client.chat import run_client
-
         self.plan, self.emit, self.approve, self.consent = plan, emit, approve, consent
         self.transcript, self.attempt = transcript, attempt
-        self.client = run_client(plan.settings, plan.model_files, self._on_retry)
+        self.client = self._client()
         self.protocol: AgentProtocol | None = None
         self.sandbox: Sandbox | None = None
         self.thread_id = uuid.uuid4().hex[:12]
@@ -142,6 +122,11 @@ class Session:
     def settings(self) -> RunSettings:
         return self.plan.settings
 
+    def _client(self) -> Any:
+        from oc_repl.client.chat import run_client
+
+        return run_client(self.settings, self.plan.model_files, self._on_retry)
+
     def _on_retry(self, message: str, attempt: int) -> None:
         total = self.settings.retries + 1
         self.emit(ev.Error(kind="server", message=f"{message} (attempt {attempt} of {total})", retrying=True))
@@ -151,6 +136,12 @@ class Session:
     def set_model(self, name: str) -> None:
         self.plan.settings = self.settings.replace(model=name)
         self.client.model = name
+
+    def set_api_base(self, url: str) -> None:
+        """Another server: the conversation goes on there (its model is asked anew unless one was named)."""
+        self.plan.settings = self.settings.replace(api_base=url)
+        self.client.close()
+        self.client = self._client()
 
     def set_protocol(self, name: str) -> None:
         """Another protocol: a new conversation."""
@@ -174,6 +165,22 @@ class Session:
 
     def history(self) -> list[Message]:
         return self.protocol.request().messages if self.protocol is not None else []
+
+    def saved(self) -> ev.ConversationSaved:
+        """Where the conversation stands, for `oc-repl resume` to take it up."""
+        where = self.sandbox.reattach() if self.sandbox is not None else ""
+        return ev.ConversationSaved(
+            thread_id=self.thread_id, protocol=self.settings.protocol, sandbox=where, messages=self.history(),
+            tasks=self.tasks_run,
+        )  # fmt: skip
+
+    def resume(self, saved: ev.ConversationSaved) -> None:
+        """Take up a saved conversation: its next task is a follow-up of the ones it ran."""
+        try:
+            self.open_protocol().resume(saved.messages)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        self.thread_id, self.tasks_run = saved.thread_id, saved.tasks
 
     # --- pieces, made when first needed ------------------------------------------------------------------------
 

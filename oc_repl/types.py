@@ -164,6 +164,10 @@ class Sandbox(Protocol):
         """The name of a container left in place on purpose (--keep) once closed; "" for none."""
         return ""
 
+    def reattach(self) -> str:
+        """The spec that reaches this very sandbox again, from another process (`oc-repl resume`)."""
+        return self.spec
+
     def close(self) -> None: ...
 
 
@@ -212,5 +216,10 @@ class AgentProtocol(Protocol):
         it): stopped before a verifier like the rest, but no evidence of what the model did. Empty for protocols that
         start none; camel's sessions are the model's own commands."""
         return frozenset()
+
+    def resume(self, messages: list[Message]) -> None:
+        """Take up a saved conversation: `messages` are what `request()` returned when it was saved; the next task
+        is a follow-up (`continue_with`). A protocol that cannot refuses with ValueError."""
+        raise ValueError(f"protocol {self.name} cannot take up a saved conversation")
 
     def close(self) -> None: ...  # ends whatever the protocol left running in the sandbox

@@ -27,7 +27,7 @@ NEEDS = (
     Need(
         "a docker daemon",
         r"docker daemon unreachable|cannot reach the docker daemon|docker or the test image is missing",
-        'eval "$(.ci/dockerd.sh)"   (or point DOCKER_HOST at a daemon that answers)',
+        'eval "$(.ci/dockerd.sh)" && .ci/test-image.sh   (or point DOCKER_HOST at a daemon that answers)',
         docker=True,
     ),
     Need("tmux", r"tmux is not installed", "apt-get install tmux"),

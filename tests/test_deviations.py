@@ -58,7 +58,7 @@ def test_every_row_of_the_readme_table_is_a_field_and_every_field_a_row():
     for name, text, _upstream, option in readme:
         row = rows[name.strip("`")]
         assert text == row.text, name
-        flags = [] if option == "—" else re.findall(r"`(--[a-z-]+)`", option)
+        flags = [] if option == "—" else re.findall(r"`(--[a-z-]+)`", option.split(" (")[0])  # not what a note names
         assert flags == [f"--{o.replace('_', '-')}" for o in row.options], name
 
 
@@ -94,6 +94,31 @@ def test_a_row_with_an_option_follows_it(name: str, row):
             continue
         with pytest.raises(UsageError, match="--exact runs exactly as upstream"):
             validate({"protocol": protocol, "exact": True, "tokenizer": MODEL, option: KEEPING[option]})
+
+
+def test_the_readme_table_says_which_options_exact_accepts():
+    rows = Deviations.rows()
+    for name, _text, _upstream, option in table():
+        row = rows[name.strip("`")]
+        if not row.options:
+            continue
+        protocol = next(p for p in PROTOCOLS if row.concerns(kind_of(p)))
+        try:
+            for given in row.options:
+                validate({"protocol": protocol, "exact": True, "tokenizer": MODEL, given: KEEPING[given]})
+            accepted = True
+        except UsageError:
+            accepted = False
+        assert ("accepted with `--exact`" in option) == accepted, name
+
+
+def test_a_turn_cap_given_with_exact_asks_for_no_text_upstream_lacks():
+    given = {"protocol": "camel-terminal-toolkit", "exact": True, "tokenizer": MODEL, "max_turns": 3}
+    budget = Deviations.from_settings(validate(given))
+    assert budget.names() == ["own_turn_cap"]
+    names = [asset.name for asset in protocols.create("camel-terminal-toolkit", budget).assets()]
+    exact = [asset.name for asset in protocols.create("camel-terminal-toolkit", Deviations.none()).assets()]
+    assert "notices.toml" not in names and names == exact
 
 
 def test_create_hands_the_deviations_to_the_protocol():

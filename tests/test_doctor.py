@@ -16,7 +16,13 @@ LS = {"id": "s1", "command": "ls", "block": True, "timeout": None}
 READY = {"text": "<think>\n\n</think>\n\nready"}
 CALL = {"text": call_text("shell_exec", LS)}
 COUNT = {"text": "<think>\n\n</think>\n\n1 2 3 4 5 6 7 8 9 10"}
-PROBES = [READY, CALL, COUNT]  # the doctor's three chats: one line, the tool probe, the streamed speed probe
+PROBES = [
+    READY,
+    CALL,
+    COUNT,
+    COUNT,
+    COUNT,
+]  # the doctor's chats: one line, the tool probe, the speed probe, two at once
 
 
 def doctor(server_or_url, tmp_path, *more: str):
@@ -39,8 +45,10 @@ def test_parser_on(serve, tmp_path):
     code, report = doctor_json(server, tmp_path)
     assert code == 0 and report["exit_code"] == 0
     by = checks(report)
-    server_checks = ["server", "chat", "tool calls", "reasoning", "context", "speed", "wires", "served model"]
-    assert [c["name"] for c in report["checks"]] == [*server_checks, "local sandbox"]
+    server_checks = ["server", "chat", "tool calls", "reasoning", "context", "speed", "concurrency"]
+    server_checks += ["wires", "served model"]
+    assert [c["name"] for c in report["checks"]] == [*server_checks, "local sandbox", "docker"]
+    assert by["concurrency"]["status"] == "ok"
     assert by["local sandbox"]["status"] == "ok"  # bubblewrap confines local: sandboxes on this machine
     assert by["server"]["status"] == "ok" and by["server"]["data"]["models"] == ["qwen3-8b-oc"]
     assert report["model"] == "qwen3-8b-oc"
@@ -55,7 +63,7 @@ def test_parser_on(serve, tmp_path):
     probe = server.chat_requests()[1]["body"]
     assert probe["tool_choice"] == "auto" and probe["tools"][0]["function"]["name"] == "shell_exec"
     assert "shell_exec" in probe["messages"][-1]["content"]
-    assert [bool(r["body"].get("stream")) for r in server.chat_requests()] == [False, True, True]
+    assert [bool(r["body"].get("stream")) for r in server.chat_requests()] == [False, True, True, True, True]
 
 
 def test_parser_off_is_told_apart_and_names_the_fix(serve, tmp_path):
@@ -98,13 +106,13 @@ def test_no_think_output(serve, tmp_path):
 
 def test_llamacpp_python_tools_go_unstreamed(serve, tmp_path):
     # strict: the fake refuses to stream with tools the way llama-cpp-python does (200, then nothing)
-    server = serve({"flavour": "llamacpp-python", "strict": True, "replies": [READY, CALL, CALL, COUNT]})
+    server = serve({"flavour": "llamacpp-python", "strict": True, "replies": [READY, CALL, CALL, COUNT, COUNT, COUNT]})
     code, report = doctor_json(server, tmp_path)
     tool = checks(report)["tool calls"]
     assert code == 0 and tool["status"] == "ok" and tool["data"]["source"] == "native"
     assert tool["data"]["streamed"] is False and "cannot stream replies to requests with tools" in tool["finding"]
-    assert [b["body"].get("tool_choice") for b in server.chat_requests()] == [None, "auto", "auto", None]
-    assert [bool(b["body"].get("stream")) for b in server.chat_requests()] == [False, True, False, True]
+    assert [b["body"].get("tool_choice") for b in server.chat_requests()] == [None, "auto", "auto", None, None, None]
+    assert [bool(b["body"].get("stream")) for b in server.chat_requests()] == [False, True, False, True, True, True]
     assert checks(report)["speed"]["status"] == "ok"
 
 
@@ -121,7 +129,7 @@ def test_server_down(tmp_path):
 
     report = json.loads(doctor(f"http://127.0.0.1:{port}/v1", tmp_path, "--json").stdout)
     statuses = [(c["name"], c["status"]) for c in report["checks"]]
-    assert report["exit_code"] == 1 and statuses == [("server", "fail"), ("local sandbox", "ok")]
+    assert report["exit_code"] == 1 and statuses[:-1] == [("server", "fail"), ("local sandbox", "ok")]
 
 
 def test_vllm_without_auto_tool_choice_fails(serve, tmp_path):
@@ -163,7 +171,7 @@ def test_chat_failure_stops_the_probes(serve, tmp_path):
     server = serve({"flavour": "sglang", "replies": [{"http_error": 500}]})
     code, report = doctor_json(server, tmp_path)
     statuses = [(c["name"], c["status"]) for c in report["checks"]]
-    assert code == 1 and statuses == [("server", "ok"), ("chat", "fail"), ("local sandbox", "ok")]
+    assert code == 1 and statuses[:-1] == [("server", "ok"), ("chat", "fail"), ("local sandbox", "ok")]
     assert "HTTP 500" in report["checks"][1]["finding"]
 
 
@@ -238,3 +246,24 @@ def test_a_server_without_generate_is_told_to_exact(serve, tmp_path):
     wires = checks(report)["wires"]
     assert code == 0 and wires["status"] == "warn" and wires["data"]["answers"]["generate"] is False
     assert "--wire completions" in wires["fix"]
+
+
+def test_a_server_that_cuts_a_stream_when_another_arrives_is_a_warning(serve, tmp_path):
+    server = serve({"flavour": "sglang", "replies": [READY, CALL, COUNT, COUNT, {**COUNT, "drop_stream": True}]})
+    code, report = doctor_json(server, tmp_path)
+    concurrency = checks(report)["concurrency"]
+    assert code == 0 and concurrency["status"] == "warn" and concurrency["data"]["failed"] == 1
+    assert "--interrupt_requests False" in concurrency["fix"]
+
+
+def test_docker_is_checked_and_each_wait_is_named(serve, tmp_path, monkeypatch):
+    server = serve({"flavour": "sglang", "replies": PROBES})
+    proc = doctor(server, tmp_path)
+    assert "doctor: waiting on a one-line chat (at most 120s)" in proc.stderr
+    assert "doctor: waiting on two streamed replies at once" in proc.stderr
+    assert "doctor: waiting on the docker daemon" in proc.stderr
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-daemon.sock'}")
+    code, report = doctor_json(server, tmp_path)
+    docker = checks(report)["docker"]
+    assert docker["status"] == "warn" and "cannot reach the docker daemon" in docker["finding"]
+    assert docker["fix"].startswith('eval "$(.ci/dockerd.sh)" && .ci/test-image.sh')

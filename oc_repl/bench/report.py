@@ -71,6 +71,13 @@ def pct(value: float) -> str:
     return f"{100 * value:.1f}%"
 
 
+def tokens_cell(a: ArmStats) -> str:
+    """Mean tokens in / out per trial; no request is 0 tokens long, so zeros are a server that sent no counts."""
+    if not (a.mean_tokens_in or a.mean_tokens_out):
+        return "not sent"
+    return f"{a.mean_tokens_in:.0f} / {a.mean_tokens_out:.0f}"
+
+
 def with_interval(score: Score) -> str:
     return f"{pct(score.value)} [{pct(score.low)}–{pct(score.high)}]"
 
@@ -120,7 +127,7 @@ def protocol_table(summary: Summary) -> Table:
             f"{a.mean_turns:.1f}",
             pct(a.parse_error_rate),
             pct(a.salvaged_call_rate),
-            f"{a.mean_tokens_in:.0f} / {a.mean_tokens_out:.0f}",
+            tokens_cell(a),
             f"{a.mean_wall_time_s:.1f} s",
             f"{a.total_wall_time_s:.0f} s",
         )

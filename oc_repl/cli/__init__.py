@@ -105,11 +105,17 @@ class LazyGroup(click.Group):
     pay for bench's, doctor's or export's imports before its first request."""
 
     # bench's group is made in cmd_bench; cmd_bench_report adds its report, compare, tasks and watch commands to it
-    lazy = {name: f"oc_repl.cli.cmd_{name}" for name in ("doctor", "export", "protocols")}
+    lazy = {name: f"oc_repl.cli.cmd_{name}" for name in ("doctor", "export", "protocols", "resume")}
     lazy["bench"] = "oc_repl.cli.cmd_bench_report"
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[Any, Any, list[str]]:
+        """`oc-repl "TASK"` (what is no command's name) opens the shell with that first task, as Codex does."""
+        if args and not args[0].startswith("-") and self.get_command(ctx, args[0]) is None:
+            return "shell", first_task, args
+        return super().resolve_command(ctx, args)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in self.lazy:
@@ -126,7 +132,8 @@ class LazyGroup(click.Group):
 def main(ctx: click.Context, **params: Any) -> None:
     """Drive a small terminal agent behind an OpenAI-compatible server.
 
-    With no command, opens the interactive shell (same options as `run`).
+    With no command, opens the interactive shell (same options as `run`); `oc-repl [OPTIONS] "TASK"` opens it with
+    that first task; `oc-repl resume` continues the last conversation.
     """
     if ctx.invoked_subcommand is not None:
         # `oc-repl --model m run ...` means the same as `oc-repl run --model m ...`
@@ -135,6 +142,16 @@ def main(ctx: click.Context, **params: Any) -> None:
     from oc_repl.cli.cmd_shell import run_shell
 
     sys.exit(run_shell(_settings_or_exit(params)))
+
+
+@click.command(hidden=True, context_settings={"ignore_unknown_options": True})
+@click.argument("task", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def first_task(ctx: click.Context, task: tuple[str, ...]) -> None:
+    """The shell, its first task given on the command line (options go before it)."""
+    from oc_repl.cli.cmd_shell import run_shell
+
+    sys.exit(run_shell(_settings_or_exit(ctx.obj or {}), first_task=" ".join(task)))
 
 
 def _settings_or_exit(params: dict[str, Any], data: bytes | None = None) -> Any:

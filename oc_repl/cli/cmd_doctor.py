@@ -45,6 +45,7 @@ def doctor(json_output: bool, timeout: float, **params: Any) -> None:
         timeout=timeout,
         wire=settings.wire,
         tokenizer=settings.tokenizer,
+        waiting=_waiting,
     )
     if json_output:
         import json
@@ -53,6 +54,11 @@ def doctor(json_output: bool, timeout: float, **params: Any) -> None:
     else:
         _print(report)
     sys.exit(report.exit_code)
+
+
+def _waiting(what: str) -> None:
+    """Each probe says what it waits on as it starts, on stderr: a slow server makes the doctor take a while."""
+    click.echo(f"doctor: waiting on {what}", err=True)
 
 
 def _print(report: Any) -> None:

@@ -26,6 +26,8 @@ def export(source: Path, fmt: str, output: Path | None) -> None:
 
     Every episode is read before anything is written: a bad line stops the export (exit 2, naming the file and the
     line) and leaves no part of it behind."""
+    from collections import Counter
+
     from oc_repl.errors import UsageError
     from oc_repl.events import json_text
     from oc_repl.export import export as episodes
@@ -33,8 +35,9 @@ def export(source: Path, fmt: str, output: Path | None) -> None:
     from oc_repl.safejson import BadInput
     from oc_repl.sources import configured_key
 
+    left_out: Counter[str] = Counter()
     try:
-        found = list(episodes(source))
+        found = list(episodes(source, lambda why: left_out.update([why])))
     except BadInput as exc:
         sys.exit(report_error(UsageError(str(exc), hint="a record that cannot be read is not exported in part")))
     if not found:
@@ -50,3 +53,6 @@ def export(source: Path, fmt: str, output: Path | None) -> None:
         with open_private(output, "w") as out:
             out.write(text)
     click.echo(f"{len(found)} episodes exported", err=True)
+    if left_out:  # training data loses nothing quietly: what holds no episode is counted, with why
+        why = ", ".join(f"{count} {reason}" for reason, count in left_out.most_common())
+        click.echo(f"{sum(left_out.values())} skipped: {why}", err=True)

@@ -113,6 +113,11 @@ def describe_protocols() -> list[dict[str, Any]]:
 # --- list ----------------------------------------------------------------------------------------------------------
 
 HEADER = ("PROTOCOL", "KIND", "ASSET", "SOURCE", "SHA256", "UPSTREAM")
+LEGEND = (
+    "SOURCE: where the asset loads from now (user > upstream > built-in). UPSTREAM: whether its sha256 is upstream's "
+    "own: match, differs (a different text is in use), unknown (upstream has no such text to compare with). "
+    "`oc-repl protocols sync` fetches upstream's texts."
+)
 
 
 def _rows(described: list[dict[str, Any]]) -> list[tuple[str, ...]]:
@@ -143,7 +148,9 @@ def _rich_table(rows: list[tuple[str, ...]]) -> None:
         table.add_row(*row[:5], f"[{styles.get(row[5], '')}]{row[5]}[/]" if row[5] in styles else row[5])
     from oc_repl.render.human import make_console
 
-    make_console(stderr=False).print(table)
+    console = make_console(stderr=False)
+    console.print(table)
+    console.print(LEGEND, style="dim", soft_wrap=True)
 
 
 @protocols.command("list")
@@ -162,6 +169,7 @@ def list_protocols(as_json: bool) -> None:
         _rich_table(_rows(described))
     else:
         click.echo(plain_table(HEADER, _rows(described)))
+        click.echo("\n" + LEGEND)
 
 
 # --- show ----------------------------------------------------------------------------------------------------------
@@ -310,15 +318,31 @@ def show(
     metavar="PATH|URL",
     help="An OpenClaw-RL checkout, its terminal-rl/agent/prompts.py, or a URL; that file is run to render the prompt.",
 )
+@click.option(
+    "--openclaw-rl-mirror",
+    metavar="URL",
+    help="Fetch OpenClaw-RL's pinned files from URL/terminal-rl/... instead of the repository host (checked alike).",
+)
 @click.option("--force", is_flag=True, help="Store assets whose sha256 differs from the known upstream hash.")
-def sync(only: tuple[str, ...], openclaw_rl: str | None, force: bool) -> None:
-    """Fetch the exact upstream assets, check their sha256, and use them from then on."""
+def sync(only: tuple[str, ...], openclaw_rl: str | None, openclaw_rl_mirror: str | None, force: bool) -> None:
+    """Fetch the exact upstream assets, check their sha256, and use them from then on.
+
+    With no --openclaw-rl, OpenClaw-RL's files are fetched at the commit oc-repl pins, each checked against its
+    sha256 before it is run; --openclaw-rl PATH reads a checkout instead, offline."""
     from oc_repl import paths
     from oc_repl.protocols.sync import sync as run_sync
 
+    if openclaw_rl and openclaw_rl_mirror:
+        from oc_repl.errors import UsageError
+
+        _fail(UsageError("--openclaw-rl and --openclaw-rl-mirror name two sources of the same files: give one"))
     click.echo(f"storing in {paths.upstream_dir()}", err=True)
     failed = 0
-    for outcome in run_sync(only, openclaw_rl, force, say=lambda line: click.echo(line, err=True)):
+    for outcome in run_sync(only, openclaw_rl, force, say=_say, mirror=openclaw_rl_mirror):
         failed += not outcome.ok
         click.echo(f"{'ok' if outcome.ok else 'FAILED'}  {outcome.asset}: {outcome.message}")
     sys.exit(1 if failed else 0)
+
+
+def _say(line: str) -> None:
+    click.echo(line, err=True)

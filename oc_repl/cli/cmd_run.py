@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from oc_repl.cli.exits import report_error
 from oc_repl.config import RunSettings
 from oc_repl.errors import OcReplError, UsageError
+from oc_repl.outcome import Status
 from oc_repl.session import Fanout
 
 
@@ -58,8 +61,11 @@ def run_command(settings: RunSettings, instruction: str, attempts: int = 1) -> i
         transcript = open_transcript(settings, uuid.uuid4().hex[:12])
     except OcReplError as exc:
         return report_error(exc)
+    kept = transcript.path.stat().st_size  # what the file held before this run (an appended transcript)
     try:
-        emit = Fanout(transcript, renderer_for(settings))
+        from oc_repl.cli.notices import SyncNotice
+
+        emit = Fanout(transcript, renderer_for(settings), SyncNotice())
         result = run_attempts(
             settings, instruction, emit, attempts=attempts, consent=ask_consent, transcript=str(transcript.path)
         )
@@ -67,6 +73,9 @@ def run_command(settings: RunSettings, instruction: str, attempts: int = 1) -> i
         return report_error(exc)
     finally:
         transcript.close()
+    refused = result.status is Status.USAGE and not result.turns
+    if refused:  # a run refused before it started leaves no transcript: there is nothing of it to replay
+        drop_written(transcript.path, kept)
     try:
         if not settings.json_output and result.final_answer:
             answer = result.final_answer.rstrip("\n")
@@ -83,5 +92,17 @@ def run_command(settings: RunSettings, instruction: str, attempts: int = 1) -> i
     if not settings.json_output:
         if attempts > 1:
             sys.stderr.write(f"attempt {result.attempt} of at most {attempts}: {result.status}\n")
-        sys.stderr.write(f"transcript: {transcript.path}  (replay: oc-repl show {transcript.path})\n")
+        if not refused:
+            sys.stderr.write(f"transcript: {transcript.path}  (replay: oc-repl show {transcript.path})\n")
     return result.exit_code
+
+
+def drop_written(path: Path, size: int) -> None:
+    """The transcript as it was before this run: removed when the run made it, cut back when it appended to one."""
+    try:
+        if size:
+            os.truncate(path, size)
+        else:
+            path.unlink()
+    except OSError:
+        pass  # a record that cannot be taken back stays, as every other one does

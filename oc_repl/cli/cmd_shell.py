@@ -18,6 +18,7 @@ from rich.text import Text
 
 from oc_repl import events as ev
 from oc_repl import paths, signals
+from oc_repl.cli.notices import SyncNotice
 from oc_repl.config import RunSettings
 from oc_repl.errors import OcReplError, Terminated, UsageError
 from oc_repl.outcome import Status
@@ -32,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "/help": "this list",
     "/protocol": "NAME  switch protocol (starts a new conversation)",
     "/model": "NAME  switch model",
+    "/api-base": "URL  switch server (the conversation goes on)",
     "/sandbox": "SPEC  switch sandbox: local:<dir>, docker:<container>, docker-image:<image>",
     "/turns": "N  model turns per task",
     "/verify": "[CMD]  run the verifier now (CMD sets it first); prints PASS or FAIL and what the agent tried",
@@ -96,11 +98,16 @@ class _Status:
     tokens: str = "-"
     verify: str = "-"
 
+    def reset(self) -> None:
+        """A new conversation: nothing of the old one's counts stays on the bar."""
+        self.turn, self.max_turns, self.tokens, self.verify = 0, 0, "-", "-"
+
     def __call__(self, event: Any) -> None:
         if event.type == "turn.started":
             self.turn, self.max_turns = event.turn, event.max_turns
         elif event.type == "turn.completed":
-            self.tokens = f"{event.usage.input_tokens}/{event.usage.output_tokens}"
+            counted = event.usage.input_tokens or event.usage.output_tokens  # zeros: the server sent no usage
+            self.tokens = f"{event.usage.input_tokens}/{event.usage.output_tokens}" if counted else "not sent"
         elif event.type == "verify.completed":
             counts = f" {event.tests_passed}/{event.tests_total}" if event.tests_total is not None else ""
             verdict = "PASS" if event.passed else "FAIL"
@@ -108,7 +115,7 @@ class _Status:
 
 
 class Shell:
-    def __init__(self, settings: RunSettings) -> None:
+    def __init__(self, settings: RunSettings, first_task: str = "", resumed: Any = None) -> None:
         self.console = Console(highlight=False)
         self.renderer = HumanRenderer(self.console)
         self.status = _Status()
@@ -116,10 +123,13 @@ class Shell:
         # Without --yes a local sandbox asks before every command; consent is then given one command at a time.
         self.consented = settings.yes
         self.approval = self._default_approval(settings.sandbox)
-        emit = Fanout(self.transcript, self.renderer, self.status)
+        emit = Fanout(self.transcript, self.renderer, self.status, SyncNotice())
         self.session = Session(plan(settings.replace(yes=True)), emit, approve=self._approve)
         self.prompt = self._prompt_session()
         self.asker: PromptSession = PromptSession()  # approval answers stay out of the input history
+        self.first_task, self.resumed = first_task, resumed
+        if resumed is not None:
+            self.session.resume(resumed)
 
     def _default_approval(self, sandbox: str) -> str:
         return "auto" if self.consented or not sandbox.startswith("local:") else "ask"
@@ -181,10 +191,13 @@ class Shell:
         self.console.print(
             Text("oc-repl — type a task; /help for commands; Alt-Enter for a newline; Ctrl-D leaves", style="dim")
         )
+        self._greet()
         code = 0
         try:
             with signals.stoppable():  # SIGTERM and SIGHUP (the terminal closed) leave the shell, cleaning up
-                while self._one_line() and not self.session.terminated:
+                if self.first_task:
+                    self._act(self.first_task)
+                while not self.session.terminated and self._one_line():
                     pass
         except Terminated:
             code = Status.INTERRUPTED.exit_code
@@ -197,6 +210,20 @@ class Shell:
         self.console.print(Text(f"transcript: {self.transcript.path}", style="dim"), soft_wrap=True)
         return code
 
+    def _greet(self) -> None:
+        """What the person should know before typing: a conversation taken up, a server that does not answer."""
+        if self.resumed is not None:
+            where = f" in {self.resumed.sandbox}" if self.resumed.sandbox else ""
+            told = f"resumed a conversation of {self.resumed.tasks} task(s), {len(self.resumed.messages)} messages"
+            self._say(f"{told}{where}; /history shows it")
+        problem = server_problem(self.settings.api_base, self.settings.api_key)
+        if problem:
+            self.console.print(Text(f"warning: {problem}", style="bold yellow"), soft_wrap=True)
+            self._say("start a server (oc-repl doctor says how), or /api-base URL to use another")
+
+    def _say(self, text: str) -> None:
+        self.console.print(Text(sanitize(text), style="dim"), soft_wrap=True)
+
     def _one_line(self) -> bool:
         """Read and act on one line; False when the shell should end."""
         try:
@@ -207,6 +234,9 @@ class Shell:
             return True  # Ctrl-C at the prompt clears the line
         except EOFError:
             return False
+        return self._act(line)
+
+    def _act(self, line: str) -> bool:
         try:
             if line.startswith("/"):
                 return self._slash(line) != "exit"
@@ -225,13 +255,15 @@ class Shell:
     def _task(self, text: str) -> None:
         self.status.turn = 0
         result = self.session.run(text)
+        if self.session.tasks_run:  # where the conversation stands, for `oc-repl resume`
+            self.transcript(self.session.saved())
         if result.status == "interrupted":
             self.console.print(Text("interrupted — the conversation is kept; your next message steers", style="yellow"))
 
     def _slash(self, line: str) -> str | None:
         name, _, arg = line.partition(" ")
         arg = arg.strip()
-        handler = getattr(self, "cmd_" + name[1:], None)
+        handler = getattr(self, "cmd_" + name[1:].replace("-", "_"), None)
         if name not in COMMANDS or handler is None:
             raise UsageError(f"unknown command {name}", hint="/help lists the commands")
         return handler(arg)
@@ -247,7 +279,8 @@ class Shell:
 
     def cmd_new(self, arg: str) -> None:
         self.session.new_conversation()
-        self.console.print(Text("new conversation", style="dim"))
+        self.status.reset()
+        self._say("new conversation")
 
     def cmd_protocol(self, arg: str) -> None:
         from oc_repl import protocols
@@ -255,11 +288,20 @@ class Shell:
         if arg not in protocols.names():
             raise UsageError(f"unknown protocol {arg!r}; known: {', '.join(protocols.names())}")
         self.session.set_protocol(arg)
+        self._switched(f"protocol {arg}")
 
     def cmd_model(self, arg: str) -> None:
         if not arg:
             raise UsageError("/model needs a name")
         self.session.set_model(arg)
+        self._say(f"model {arg}; the conversation goes on")
+
+    def cmd_api_base(self, arg: str) -> None:
+        if not arg.startswith(("http://", "https://")):
+            raise UsageError("/api-base needs a URL, e.g. http://127.0.0.1:30000/v1")
+        self.session.set_api_base(arg)
+        problem = server_problem(arg, self.settings.api_key)
+        self._say(f"server {arg}; the conversation goes on" + (f" — but {problem}" if problem else ""))
 
     def cmd_sandbox(self, arg: str) -> None:
         from oc_repl.config import check_sandbox_spec
@@ -267,6 +309,15 @@ class Shell:
         check_sandbox_spec(arg)
         self.session.switch_sandbox(arg)  # when it fails (or is refused), the working sandbox stays
         self.approval = self._default_approval(arg)  # a move onto this host asks again, whatever came before
+        self._switched(f"sandbox {self.session.sandbox.spec if self.session.sandbox else arg}")
+
+    def _switched(self, what: str) -> None:
+        """Said after a switch that starts a new conversation; the verifier stays, and is named so."""
+        self.status.reset()
+        self._say(f"{what}: a new conversation")
+        if self.session.plan.verifier is not None:
+            verifier = self.session.plan.verifier.describe()
+            self._say(f"the verifier stays: {verifier} (/verify CMD sets another)")
 
     def cmd_turns(self, arg: str) -> None:
         if not arg.isdecimal() or int(arg) < 1:
@@ -314,5 +365,19 @@ class Shell:
         self.renderer.show_reasoning = arg == "show"
 
 
-def run_shell(settings: RunSettings) -> int:
-    return Shell(settings).loop()
+def server_problem(api_base: str, api_key: str) -> str:
+    """Why the server at `api_base` cannot serve (no answer, an error to GET /models); "" when it answers."""
+    import httpx
+
+    url = f"{api_base.rstrip('/')}/models"
+    try:
+        response = httpx.get(url, headers={"Authorization": f"Bearer {api_key or 'EMPTY'}"}, timeout=3.0)
+    except httpx.HTTPError as exc:
+        return f"no model server answers at {api_base} ({type(exc).__name__})"
+    if response.status_code != 200:
+        return f"GET {url} answered HTTP {response.status_code}"
+    return ""
+
+
+def run_shell(settings: RunSettings, first_task: str = "", resumed: Any = None) -> int:
+    return Shell(settings, first_task, resumed).loop()

@@ -40,7 +40,7 @@ from oc_repl.client.failures import (
 from oc_repl.client.prompt import ROUTES, Prepared, TextPrompts
 from oc_repl.client.stream import StreamReader, plain_reply, read_json, read_payloads
 from oc_repl.client.wire import normalise_history
-from oc_repl.errors import ServerError, ServerUnreachable, UsageError
+from oc_repl.errors import ServerError, ServerRefused, ServerUnreachable, UsageError
 from oc_repl.types import Reply
 
 OnDelta = Callable[[str, str], None]
@@ -86,6 +86,7 @@ class ChatClient:
         self.idle_timeout, self.request_timeout = idle_timeout, request_timeout
         self.on_retry, self.backoff = on_retry, backoff
         self.native_calls = self.salvaged_calls = 0
+        self.replied = False  # a reply came back: a refusal after it is no longer a matter of settings
         self.last_request: dict[str, Any] = {}
         self.stream_tools = True  # False once the server showed it cannot stream replies to requests with tools
         self._streaming = stream
@@ -168,6 +169,7 @@ class ChatClient:
                 reply = self._plain_fallback(body, max_tokens)
         else:
             reply = self._with_retries(lambda: self._plain(body, max_tokens))
+        self.replied = True
         native = sum(call.source == "native" for call in reply.tool_calls)
         self.native_calls += native
         self.salvaged_calls += len(reply.tool_calls) - native
@@ -309,6 +311,8 @@ class ChatClient:
                 silence = self.idle_timeout if self._streaming else self.request_timeout
                 failure, cause = classify(exc, self.api_base, silence), exc
             if not failure.retry:
+                if isinstance(failure.error, ServerRefused) and self.replied:  # settings that worked until now
+                    raise ServerError(failure.error.message, hint=failure.error.hint) from cause
                 raise failure.error from cause
             if number < self.attempts:
                 delay, said = retry_wait(failure, number, self.backoff)

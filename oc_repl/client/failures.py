@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-from oc_repl.errors import ContextOverflow, ServerError, ServerUnreachable
+from oc_repl.errors import ContextOverflow, ServerError, ServerRefused, ServerUnreachable
 
 START_HINT = (
     "Start a server, for example:\n"
@@ -107,7 +107,8 @@ def _status_failure(exc: StatusError, where: str) -> Failure:
     if status in (400, 413) and (overflow := context_overflow(exc.body, said)):
         return Failure(overflow, retry=False)
     hint = _hint(status, said, exc.location)
-    error = ServerError(f"The model server at {where} answered HTTP {status}: {said}", hint=hint)
+    kind = ServerRefused if status in (401, 403, 404) else ServerError
+    error = kind(f"The model server at {where} answered HTTP {status}: {said}", hint=hint)
     return Failure(error, retry=status >= 500 or status in (408, 429), asked=exc.retry_after)
 
 

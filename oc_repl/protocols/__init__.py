@@ -179,7 +179,6 @@ def require_upstream(protocol: str, assets: list[Asset]) -> None:
     if not missing:
         return
     fixes = {
-        "openclaw": "oc-repl protocols sync --openclaw-rl PATH (an OpenClaw-RL checkout)",
         "": "a user override replaces it: remove it from ~/.config/oc-repl/protocols/",
     }
     listed = "; ".join(", ".join(names) for names in missing.values())

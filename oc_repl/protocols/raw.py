@@ -46,6 +46,9 @@ class RawProtocol(AgentProtocol):
     def request(self) -> Request:
         return Request(messages=list(self._messages), options={})
 
+    def resume(self, messages: list[Message]) -> None:
+        self._messages = list(messages)
+
     def step(self, reply: Reply, sandbox: Sandbox, emit: Emit, approve: Approve = allow_all) -> Step:
         text = _unchanged(reply)
         for call in reply.tool_calls:

@@ -5,9 +5,9 @@ Three sources, each independent of the others (one failing never stops the rest)
   and parsers send, derived by running its own code (`terminus/sync.py`);
 - camel: camel-ai 0.2.90 in a cached virtualenv: the TerminalToolkit tool schemas and the texts its tools return
   (`camel/sync.py`);
-- openclaw: OpenClaw-RL's `terminal-rl` (a checkout, file or URL the user names): the system prompt rendered by its
-  own function, and (from a checkout) the harness's tool-error and parse-error texts read out of its code
-  (`camel/openclaw.py`).
+- openclaw: OpenClaw-RL's `terminal-rl` (its files at a pinned commit, fetched and checked against their sha256, or a
+  checkout, file or URL the user names): the system prompt rendered by its own function, and (from a checkout or the
+  pinned files) the harness's tool-error and parse-error texts read out of its code (`camel/openclaw.py`).
 
 Every asset is checked against a known sha256 (the manifests' `upstream_sha256`, else the hash a first sync
 recorded) and refused on a mismatch unless forced; files are written atomically; `sync.json` records each store.
@@ -190,24 +190,24 @@ ASSETS = {
 }
 
 
-def _fetchers(openclaw: str | None) -> Iterator[tuple[str, Callable[[Say], list[Fetched]]]]:
+def _fetchers(openclaw: str | None, mirror: str | None) -> Iterator[tuple[str, Callable[[Say], list[Fetched]]]]:
     from oc_repl.protocols.camel.openclaw import fetch_openclaw
     from oc_repl.protocols.camel.sync import fetch_camel
     from oc_repl.protocols.terminus.sync import fetch_terminus
 
     yield "terminus", fetch_terminus
     yield "camel", fetch_camel
-    yield "openclaw", lambda say: fetch_openclaw(openclaw, say)
+    yield "openclaw", lambda say: fetch_openclaw(openclaw, say, mirror)
 
 
-def sync(only: tuple[str, ...], openclaw: str | None, force: bool, say: Say) -> Iterator[Outcome]:
-    """Each source in turn; outcomes come as soon as their source is done, failures included."""
-    for source, fetch in _fetchers(openclaw):
+def sync(
+    only: tuple[str, ...], openclaw: str | None, force: bool, say: Say, mirror: str | None = None
+) -> Iterator[Outcome]:
+    """Each source in turn; outcomes come as soon as their source is done, failures included. OpenClaw-RL's files
+    come from `openclaw` (a checkout, file or address the user names, run as it is) or, with none, are fetched at
+    the pinned commit (from `mirror` when given) and run only when their sha256 is the pinned one."""
+    for source, fetch in _fetchers(openclaw, mirror):
         if only and source not in only:
-            continue
-        if source == "openclaw" and not openclaw and not only:
-            # It is Python that gets run to render the prompt: only ever from a source the user named.
-            say("openclaw: skipped; give --openclaw-rl PATH|URL to render the prompt from that file")
             continue
         try:
             fetched = fetch(say)

@@ -18,6 +18,8 @@ if TYPE_CHECKING:  # imported where first drawn: a one-shot run's header does no
 # Lines that are not a terminal's are not wrapped at an imagined 80 columns.
 UNWRAPPED = 240
 FINDINGS_SHOWN = 20  # tamper findings listed after a verdict; the transcript holds them all
+# What an action that did not complete is marked with, after its name.
+NOT_DONE = {"failed": "failed", "declined": "declined", "timed_out": "timed out"}
 
 
 def make_console(stderr: bool = True) -> Console:
@@ -83,6 +85,9 @@ class HumanRenderer:
 
     def on_request_sent(self, e: Any) -> None:
         """A sign of life until the first token: a slow server can take many seconds."""
+        self._wait_for_model()
+
+    def _wait_for_model(self) -> None:
         if self.console.is_terminal:
             from rich.live import Live
 
@@ -139,29 +144,50 @@ class HumanRenderer:
             style = {"completed": "green", "timed_out": "yellow", "declined": "yellow"}.get(item.status, "red")
             body = Text(fold(sanitize(item.aggregated_output).rstrip()) or "(no output)", style="default")
             title = Text(f"{sanitize(item.tool)}: {one_line(item.command)[:100]}")
+            if item.status != "completed":  # the output below is then the reason, as the model was told it
+                title += Text(f" — {NOT_DONE.get(item.status, sanitize(item.status))}", style=f"bold {style}")
             self.console.print(Panel(body, title=title, title_align="left", border_style=style, expand=False))
         elif item.type == "file_change":
-            for change in item.changes:
-                self.console.print(Text(f"✎ {change.kind} {sanitize(change.path)}", style="magenta"))
+            self._file_change(item)
         elif item.type == "parse_error":
             self.console.print(Text(f"⚠ parse error: {sanitize(item.message)}", style="yellow"))
 
+    def _file_change(self, item: Any) -> None:
+        """✎ for a write that happened; ✗ and why for one that failed or was declined: nothing was written then."""
+        for change in item.changes:
+            path = f"{change.kind} {sanitize(change.path)}"
+            if item.status in ("completed", "in_progress"):
+                self.console.print(Text(f"✎ {path}", style="magenta"), soft_wrap=True)
+                continue
+            style = "yellow" if item.status == "declined" else "red"
+            marked = f"{NOT_DONE.get(item.status, sanitize(item.status))}, nothing written"
+            line = Text(f"✗ {path} — {marked}", style=f"bold {style}")
+            self.console.print(line, soft_wrap=True)
+            if item.reason.strip():
+                self.console.print(Text(fold(sanitize(item.reason).rstrip(), 0, 6), style="dim"))
+
     def on_turn_completed(self, e: Any) -> None:
-        parts = [f"{e.usage.input_tokens} in / {e.usage.output_tokens} out"]
+        # No request is 0 tokens long: zeros are a server that reported no usage, and are said so.
+        counted = e.usage.input_tokens or e.usage.output_tokens
+        parts = [f"{e.usage.input_tokens} in / {e.usage.output_tokens} out" if counted else "no token counts sent"]
         if e.ttft_s is not None:
             parts.append(f"ttft {e.ttft_s:.2f}s")
         if e.tokens_per_s:
             parts.append(f"{e.tokens_per_s:.0f} tok/s")
-        if e.truncated:
-            parts.append(f"truncated ({sanitize(e.finish_reason)})")
+        if e.truncated and e.finish_reason == "length":
+            parts.append("cut at the token limit (finish length)")
+        elif e.truncated:  # the wire marks a native call whose arguments do not parse as not whole
+            parts.append(f"a tool call that could not be read, not run (finish {sanitize(e.finish_reason)})")
         self.console.print(Text(" · ".join(parts), style="dim"))
 
     def on_verify_completed(self, e: Any) -> None:
-        counts = f" {e.tests_passed}/{e.tests_total} tests" if e.tests_total is not None else ""
+        counts = f" · {e.tests_passed}/{e.tests_total} tests passed" if e.tests_total is not None else ""
         verdict = Text(
             " PASS " if e.passed else " FAIL ", style="bold white on green" if e.passed else "bold white on red"
         )
-        self.console.print(verdict + Text(f" {sanitize(e.command)}{counts} (exit {e.exit_code})"))
+        # a Harbor task's reward decides, whatever its script exited with; otherwise the exit status does
+        decided = f" · reward {e.reward:g}" if e.reward is not None else f" (exit {e.exit_code})"
+        self.console.print(verdict + Text(f" {sanitize(e.command)}{counts}{decided}"))
         if not e.passed and e.output_tail:
             self.console.print(Text(fold(sanitize(e.output_tail), 0, 15), style="dim"))
         self._findings(e.findings)
@@ -193,3 +219,5 @@ class HumanRenderer:
         self.console.print(Text(f"{label}: {sanitize(e.message)}", style="yellow" if e.retrying else "bold red"))
         if e.hint:
             self.console.print(Text(sanitize(e.hint), style="dim"))
+        if e.retrying:  # the request goes out again: waiting for the model starts over
+            self._wait_for_model()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Any, TextIO
 
@@ -30,7 +31,10 @@ class JsonlRenderer:
         try:
             self.out.write(to_json(event) + "\n")
             self.out.flush()
-        except BrokenPipeError:  # the caller drops this sink; the run goes on
-            if self.out is sys.stdout:
-                silence_stdout()
-            raise
+        except BrokenPipeError:
+            if self.out is not sys.stdout:
+                raise  # the caller drops this sink; the run goes on
+            # The reader of the event stream is gone (`| head -n 1`): nobody reads what the run does any more, so it
+            # stops as Ctrl-C stops it (what it started is killed, the transcript is ended, exit 130).
+            silence_stdout()
+            signal.raise_signal(signal.SIGINT)

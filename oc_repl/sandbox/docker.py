@@ -91,6 +91,7 @@ class DockerSandbox(Sandbox):
         found = self.run_quick(f"{setup}; {leftovers.baseline_script(marker)}")
         self.baseline = leftovers.parse_baseline(found.decode("ascii", "replace"), marker)
         self.channels = ChannelPool(self)
+        self.renewal = docker_lifetime.Renewal.of(container.labels, self.run_quick)  # a leased container's lease
 
     @classmethod
     def from_spec(cls, rest: str, workdir: str | None = None, **opts: Any) -> DockerSandbox:
@@ -128,6 +129,9 @@ class DockerSandbox(Sandbox):
 
     def kept(self) -> str:
         return self.name if self.keep else ""
+
+    def reattach(self) -> str:
+        return f"docker:{self.name}"
 
     # --- plumbing ----------------------------------------------------------------------------------------
 
@@ -301,6 +305,7 @@ class DockerSandbox(Sandbox):
         return leftovers.parse(self.run_quick(script).decode("utf-8", "replace"), marker)
 
     def close(self) -> None:
+        self.renewal.stop()
         with self._lock:
             procs, self._procs = self._procs, []
         # Every command of this sandbox recorded its pid in pid_dir, so one exec stops whatever is left of them all;
@@ -341,20 +346,21 @@ class DockerImageSandbox(DockerSandbox):
         network: str | None = None,
         keep: bool = False,
         lifetime: float | None = None,
+        lease: float = docker_lifetime.LEASE,
         max_processes: int | None = None,
         memory_mb: int | None = None,
         cpus: float | None = None,
         **opts: Any,
     ) -> DockerImageSandbox:
         """`network`: the container's network (None: none at all); `lifetime`: seconds the container may live (None:
-        docker_lifetime.DEFAULT_LIFETIME; ignored when kept); `max_processes`, `memory_mb` (swap included) and
-        `cpus`: its limits (None: none)."""
+        docker_lifetime.DEFAULT_LIFETIME; ignored when kept); `lease`: how long it outlives a client that stopped
+        renewing it; `max_processes`, `memory_mb` (swap included) and `cpus`: its limits (None: none)."""
         import docker
 
         client = connect()
         now = time.time()
         docker_lifetime.sweep(client.api, now)
-        command, labels = docker_lifetime.creation(lifetime, keep, now)
+        command, labels = docker_lifetime.creation(lifetime, keep, now, lease)
         try:
             container = client.containers.create(
                 rest,
@@ -397,6 +403,7 @@ class DockerImageSandbox(DockerSandbox):
     def close(self) -> None:
         if self.keep:
             return super().close()
+        self.renewal.stop()
         with self._lock:
             self._procs = []
         self.channels.close()

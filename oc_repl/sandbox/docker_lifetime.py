@@ -4,11 +4,19 @@ Every such container carries the `oc-repl` label. Unless it is kept on purpose (
 `sleep <lifetime>` instead of `sleep infinity`, and an `oc-repl.expires` label holds the time (Unix seconds) at which
 that sleep ends. So a container leaked by a client that was killed outright stops by itself when its lifetime is over,
 and whichever oc-repl opens a docker sandbox next removes it. Kept containers have no expiry and are never swept.
+
+A lifetime long enough for a working day in the shell is too long for a leak, so a container is also leased: its
+first process stops it when the time in its lease file has passed, and the client that uses it renews that time while
+it lives (`Renewal`). A client killed outright (kill -9, a lost machine) stops renewing, and its container stops a
+lease (`LEASE`) later, within any run's own timeout plus a margin; the next sweep removes it.
 """
 
 from __future__ import annotations
 
 import math
+import threading
+import time
+from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
@@ -18,14 +26,59 @@ EXPIRES = "oc-repl.expires"
 # of its own (the lead's `--timeout` sets one) must not lose its container under it; a leaked container is still
 # stopped within a day, and removed by the next start after that.
 DEFAULT_LIFETIME = 24 * 3600
+LEASED = "oc-repl.lease"  # the lease's length in seconds
+LEASE = 600  # ten minutes: renewed each tenth of it, so a client stalled for minutes (a loaded machine) keeps it
+LEASE_FILE = "/tmp/.oc-repl-lease"  # the time (Unix seconds) the lease runs to
+# The first process: it ends at the lifetime's end or when the lease has run out, whichever comes first. Builtins only
+# in its loop (bash's clock, a read with a timeout on a FIFO as its sleep): what it starts would be taken for the
+# agent's by the scan for leftovers. Without bash (or a FIFO) it is the plain sleep of the whole lifetime, or a sleep
+# per round. A lease file that is gone or unreadable holds the lifetime's end: removing it never stops the container.
+_FIRST = r"""
+printf -v now '%(%s)T' -1; end=$((now + $1)); echo $((now + $2)) > {file}
+mkfifo {file}.wait 2>/dev/null && exec 3<>{file}.wait
+while printf -v now '%(%s)T' -1; ((now < end)); do
+  until=$end; [ -r {file} ] && read -r until < {file}; [[ $until =~ ^[0-9]+$ ]] || until=$end
+  ((now < until)) || exit 0
+  read -t 5 -u 3 _ 2>/dev/null || { [ -e /proc/self/fd/3 ] || sleep 5; }
+done
+""".replace("{file}", LEASE_FILE)
+_START = 'command -v bash >/dev/null && exec bash -c "$0" leased "$@"; exec sleep "$1"'
 
 
-def creation(lifetime: float | None, keep: bool, now: float) -> tuple[list[str], dict[str, str]]:
-    """The first process and the labels of a new container; `lifetime` in seconds (None: DEFAULT_LIFETIME)."""
+def creation(lifetime: float | None, keep: bool, now: float, lease: float = LEASE) -> tuple[list[str], dict[str, str]]:
+    """The first process and the labels of a new container; `lifetime` and `lease` in seconds (lifetime None:
+    DEFAULT_LIFETIME)."""
     if keep:
         return ["sleep", "infinity"], {LABEL: "1"}
     seconds = max(1, math.ceil(DEFAULT_LIFETIME if lifetime is None else lifetime))
-    return ["sleep", str(seconds)], {LABEL: "1", EXPIRES: str(int(now) + seconds)}  # its sleep ends no earlier
+    leased = max(1, math.ceil(lease))
+    labels = {LABEL: "1", EXPIRES: str(int(now) + seconds), LEASED: str(leased)}  # its end comes no earlier
+    return ["sh", "-c", _START, _FIRST, str(seconds), str(leased)], labels
+
+
+class Renewal:
+    """Renews a leased container's lease while its client lives, each tenth of the lease, in a daemon thread (none
+    for a container without a lease)."""
+
+    def __init__(self, run: Callable[[str], Any], lease: float | None) -> None:
+        self.run, self.lease = run, lease
+        self.stopped = threading.Event()
+        if lease:
+            threading.Thread(target=self._renew, name="oc-repl-lease", daemon=True).start()
+
+    @classmethod
+    def of(cls, labels: dict[str, str] | None, run: Callable[[str], Any]) -> Renewal:
+        value = (labels or {}).get(LEASED, "")
+        return cls(run, int(value) if value.isdigit() else None)
+
+    def _renew(self) -> None:
+        assert self.lease
+        while not self.stopped.wait(self.lease / 10):
+            with suppress(Exception):  # a renewal that fails is tried again; the lease's margin is nine of them
+                self.run(f"echo {int(time.time() + self.lease)} > {LEASE_FILE}")
+
+    def stop(self) -> None:
+        self.stopped.set()
 
 
 def expiry(labels: dict[str, str] | None) -> int | None:
@@ -34,14 +87,16 @@ def expiry(labels: dict[str, str] | None) -> int | None:
 
 
 def sweep(api: Any, now: float) -> list[str]:
-    """Remove every oc-repl container whose lifetime is over, running or not; the names of those removed."""
+    """Remove every oc-repl container whose lifetime is over, running or not, and every leased one that stopped (its
+    lease ran out: no client renews it); the names of those removed."""
     import docker
 
     removed = []
     with suppress(docker.errors.DockerException):  # a sweep that fails is tried again at the next start
         for info in api.containers(all=True, filters={"label": [f"{LABEL}=1", EXPIRES]}):
             expires = expiry(info.get("Labels"))
-            if expires is None or expires > now:
+            lapsed = info.get("State") == "exited" and LEASED in (info.get("Labels") or {})
+            if expires is None or (expires > now and not lapsed):
                 continue
             with suppress(docker.errors.DockerException):  # removed meanwhile, by its own client or another sweep
                 api.remove_container(info["Id"], force=True)

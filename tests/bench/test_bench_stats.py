@@ -122,6 +122,30 @@ def test_protocol_table_from_trials():
     assert p.failure_modes == {"resolved": 4, "unresolved": 5}
 
 
+def test_the_trials_times_added_up_are_not_called_the_wall_total():
+    from rich.console import Console
+
+    from oc_repl.bench.report import protocol_table
+
+    console = Console(record=True, width=300, highlight=False)
+    console.print(protocol_table(summary_of(cell_results(), ["q", "p"])))
+    shown = console.export_text()
+    assert "trial time, summed" in shown and "wall total" not in shown
+
+
+def test_a_server_that_sent_no_token_counts_is_not_shown_as_zero_tokens(tmp_path):
+    from rich.console import Console
+
+    from oc_repl.bench.html import _table
+    from oc_repl.bench.report import protocol_table
+
+    summary = summary_of(cell_results(), ["q", "p"])  # the fake trials carry no token counts
+    console = Console(record=True, width=300, highlight=False)
+    console.print(protocol_table(summary))
+    for shown in (console.export_text(), _table(summary)):
+        assert "not sent" in shown and "0 / 0" not in shown
+
+
 def test_paired_comparison_names_flips_and_brackets_the_difference():
     summary = summary_of(cell_results(), ["p", "q"])
     (c,) = summary.comparisons

@@ -322,9 +322,3 @@ def test_camel_tool_schemas_are_generated_by_camel(tmp_path):
     assert again.returncode == 0 and "reusing the virtualenv" in again.stderr and "matches" in again.stdout
     listed = listing(tmp_path)["camel-terminal-toolkit"]["by_asset"]["tools.json"]
     assert (listed["source"], listed["upstream"]) == ("upstream", "match")
-
-
-def test_the_openclaw_prompt_is_only_rendered_from_a_source_the_user_names(tmp_path):
-    proc = oc(tmp_path, "protocols", "sync", "--only", "openclaw")
-    assert proc.returncode == 1 and "--openclaw-rl PATH|URL" in proc.stdout
-    assert not (upstream(tmp_path) / "camel-terminal-toolkit" / "system.txt").exists()

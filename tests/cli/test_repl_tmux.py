@@ -91,22 +91,6 @@ def _quote(text: str) -> str:
     return shlex.quote(text)
 
 
-@pytest.fixture
-def shell(tmp_path, serve):
-    shells: list[TmuxShell] = []
-
-    def start(script: dict, *args: str) -> TmuxShell:
-        server = serve(script)
-        sh = TmuxShell(tmp_path, server.url, "--yes", *args)
-        sh.server = server
-        shells.append(sh)
-        return sh
-
-    yield start
-    for sh in shells:
-        sh.close()
-
-
 def prompts(screen: str) -> int:
     """Prompts on screen (capture-pane trims the space after an empty prompt)."""
     return sum(1 for line in screen.splitlines() if line == "›" or line.startswith("› "))

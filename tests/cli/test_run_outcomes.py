@@ -70,24 +70,6 @@ def test_ctrl_c_at_the_consent_prompt_is_130_and_ctrl_d_is_2(serve, tmp_path):
     assert server.chat_requests() == []
 
 
-def test_a_closed_pipe_on_json_output_stops_neither_the_run_nor_the_transcript(serve, tmp_path):
-    server = serve({"replies": [exec_call("echo one"), exec_call("echo two"), answer("done")]})
-    transcript = tmp_path / "t.jsonl"
-    args = [
-        sys.executable,
-        "-m",
-        "oc_repl",
-        *base_args(server, tmp_path / "w", "--json", "--transcript", str(transcript), "go"),
-    ]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(tmp_path))
-    assert proc.stdout is not None
-    proc.stdout.readline()  # `| head -n 1`: one line, then the reader is gone
-    proc.stdout.close()
-    assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
-    events = events_of(transcript)
-    assert events[-1].type == "thread.completed" and events[-1].status == "done" and events[-1].turns == 3
-
-
 def test_an_unwritable_transcript_is_a_usage_error(serve, tmp_path):
     server = serve({"replies": [answer("never asked")]})
     blocker = tmp_path / "file"

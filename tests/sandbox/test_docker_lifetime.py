@@ -1,8 +1,13 @@
 """On a real dockerd: every container oc-repl creates carries a label and, unless kept, a finite
-lifetime; expired ones are swept when a docker sandbox is opened."""
+lifetime and a lease its client renews; expired ones, and those whose client died, are swept when a docker sandbox is
+opened."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -14,7 +19,8 @@ import pytest
 
 from oc_repl.errors import SandboxLost
 from oc_repl.sandbox.docker import DockerImageSandbox, DockerSandbox
-from oc_repl.sandbox.docker_lifetime import DEFAULT_LIFETIME, EXPIRES, LABEL
+from oc_repl.sandbox.docker_lifetime import DEFAULT_LIFETIME, EXPIRES, LABEL, LEASE, LEASED, sweep
+from tests.conftest import ROOT
 from tests.docker_support import DOCKER, IMAGE, TEST_LABEL
 
 pytestmark = DOCKER
@@ -42,9 +48,10 @@ def test_created_containers_carry_a_label_and_a_finite_lifetime(docker_client: A
     boxes += [DockerImageSandbox.from_spec(IMAGE, lifetime=90), DockerImageSandbox.from_spec(IMAGE)]
     for box, seconds in zip(boxes, [90, DEFAULT_LIFETIME], strict=True):
         attrs = docker_client.api.inspect_container(box.id)
-        assert attrs["Config"]["Cmd"] == ["sleep", str(seconds)]
+        assert attrs["Config"]["Cmd"][:2] == ["sh", "-c"] and attrs["Config"]["Cmd"][-2:] == [str(seconds), str(LEASE)]
         labels = attrs["Config"]["Labels"]
         assert labels[LABEL] == "1" and int(started) + seconds <= int(labels[EXPIRES]) <= time.time() + seconds
+        assert labels[LEASED] == str(LEASE)
     kept = DockerImageSandbox.from_spec(IMAGE, keep=True, lifetime=90)
     boxes.append(kept)
     attrs = docker_client.api.inspect_container(kept.id)
@@ -104,3 +111,47 @@ def test_expired_containers_are_swept_when_a_sandbox_opens(docker_client: Any):
         for container in made.values():
             with suppress(docker.errors.NotFound):
                 container.remove(force=True)
+
+
+CLIENT = """
+import sys, time
+from oc_repl.sandbox.docker import DockerImageSandbox
+box = DockerImageSandbox.from_spec(sys.argv[1], lease=float(sys.argv[2]))
+print(box.id, flush=True)
+time.sleep(3600)
+"""
+
+
+def test_the_container_of_a_client_killed_outright_stops_a_lease_later_and_is_swept(docker_client: Any):
+    lease = 8
+    client = subprocess.Popen(
+        [sys.executable, "-c", CLIENT, IMAGE, str(lease)], stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    assert client.stdout is not None
+    container_id = client.stdout.readline().strip()
+    try:
+        alive_until = time.monotonic() + 2 * lease
+        while time.monotonic() < alive_until:  # a living client renews its lease: the container outlives it
+            assert running(docker_client, container_id) and client.poll() is None
+            time.sleep(0.5)
+        os.kill(client.pid, signal.SIGKILL)
+        client.wait(timeout=30)
+        killed = time.monotonic()
+        while running(docker_client, container_id) and time.monotonic() < killed + 120:
+            time.sleep(0.2)
+        assert not running(docker_client, container_id)
+        assert time.monotonic() - killed < lease + 60  # a lease (and a round of its loop), not the day's lifetime
+        sweep(docker_client.api, time.time())
+        assert not exists(docker_client, container_id)
+    finally:
+        client.kill()
+        with suppress(docker.errors.NotFound):
+            docker_client.api.remove_container(container_id, force=True)
+
+
+def test_the_lease_leaves_nothing_that_looks_like_the_agents(boxes: list):
+    box = DockerImageSandbox.from_spec(IMAGE, lease=2)
+    boxes.append(box)
+    time.sleep(3)  # renewals and rounds of the container's own loop
+    assert box.running_processes() == []
+    assert box.exec("echo still here", timeout=30).output.strip() == b"still here"

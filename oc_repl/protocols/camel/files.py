@@ -32,6 +32,18 @@ def write_content(tools: CamelTerminalTools, content: Any, file_path: Any) -> To
     return _put(tools, content, file_path, target)
 
 
+def planned_kind(tools: CamelTerminalTools, file_path: str) -> str:
+    """ "add" or "update": what a write to `file_path` would do, asked before it runs, so that the started item names
+    the kind its completion will (a path no write can take is "update": it fails whatever it names)."""
+    if unusable_path(file_path):
+        return "update"
+    if tools.deviations.relative_paths_in_workdir:
+        target = file_path if posixpath.isabs(file_path) else posixpath.join(tools.workdir, file_path)
+    else:
+        target = posixpath.normpath(posixpath.join("/", file_path))
+    return "add" if _kind(tools, target) in ("", "directory") else "update"
+
+
 def _write_like_upstream(tools: CamelTerminalTools, content: Any, file_path: Any) -> ToolResult:
     """Upstream's steps: `mkdir -p` of the parent as given, in the container's own working directory (its
     WORKDIR), then `docker cp`, which takes the path against / and, when it names a directory, puts the file in

@@ -17,12 +17,21 @@ import tempfile
 from pathlib import Path
 
 from oc_repl.errors import UsageError
-from oc_repl.protocols.sync import Fetched, Say, SyncError, manifest_sha256, run
+from oc_repl.protocols.sync import Fetched, Say, SyncError, manifest_sha256, run, sha256
 from oc_repl.protocols.templates import dump, parse
 
 OPENCLAW_FILE = Path("terminal-rl/agent/prompts.py")
 AGENT_FILE = Path("terminal-rl/agent/camel_agent.py")
 ENV_FILE = Path("terminal-rl/remote/terminal_env.py")
+# With no source named, the sync fetches these three files of OpenClaw-RL at this commit, each checked against its
+# sha256 before anything of it is run or read: a mirror serves the same files under its own address.
+OPENCLAW_REPOSITORY = "https://raw.githubusercontent.com/Gen-Verse/OpenClaw-RL"
+OPENCLAW_COMMIT = "0d034dd5e65399fc1cc7c266feb9eddbb4c8c3a5"
+PINNED_SHA256 = {
+    OPENCLAW_FILE: "d0e1bce0a0774bd82437cc75bb63bcc95cc236e2a285bcca482234c21de8e9ce",
+    AGENT_FILE: "3f13e8f6ef4e7cf9359ce6fce0fdc470196f4c043cac848dc7932f3fdf515eb6",
+    ENV_FILE: "f1c33283d931c9c125faf1dbed9aa6f8561ef3a64104111040dd676841959e85",
+}
 # Runs in a fresh interpreter. The prompt module may import the whole training harness; statements that fail
 # here (those imports, classes built on them) do not matter to the prompt function, so they are skipped.
 RENDER_SCRIPT = """
@@ -73,11 +82,28 @@ def _download(url: str) -> bytes:
     return response.content
 
 
-def openclaw_sources(spec: str | None) -> tuple[dict[Path, bytes], str]:
-    """The files of terminal-rl the sync reads and where they came from: a checkout or a repository address gives all
-    three; a file, or an address of one, gives the prompts module alone."""
+def pinned_sources(mirror: str | None = None) -> tuple[dict[Path, bytes], str]:
+    """The three files at the pinned commit, from the repository host or `mirror` (an address under which
+    `terminal-rl/...` is found), each refused unless its sha256 is the pinned one: nothing else is ever run."""
+    base = (mirror or f"{OPENCLAW_REPOSITORY}/{OPENCLAW_COMMIT}").rstrip("/")
+    files = {}
+    for name, expected in PINNED_SHA256.items():
+        url = f"{base}/{name}"
+        data = _download(url)
+        if sha256(data) != expected:
+            raise SyncError(
+                f"{url} is not OpenClaw-RL's file at {OPENCLAW_COMMIT[:12]}: sha256 {sha256(data)}, "
+                f"expected {expected}; nothing of it was run"
+            )
+        files[name] = data
+    return files, f"{base} (OpenClaw-RL {OPENCLAW_COMMIT[:12]}, sha256 checked)"
+
+
+def openclaw_sources(spec: str | None, mirror: str | None = None) -> tuple[dict[Path, bytes], str]:
+    """The files of terminal-rl the sync reads and where they came from: with no `spec` the pinned files, fetched; a
+    checkout or a repository address gives all three; a file, or an address of one, gives the prompts module alone."""
     if not spec:
-        raise SyncError("the OpenClaw-RL prompt needs --openclaw-rl PATH|URL (a checkout or its prompts.py)")
+        return pinned_sources(mirror)
     if re.match(r"https?://", spec):
         url = raw_github_url(spec)
         files = {OPENCLAW_FILE: _download(url)}
@@ -95,10 +121,15 @@ def openclaw_sources(spec: str | None) -> tuple[dict[Path, bytes], str]:
     return {OPENCLAW_FILE: path.read_bytes()}, str(path.resolve())
 
 
-def fetch_openclaw(spec: str | None, say: Say) -> list[Fetched]:
+def fetch_openclaw(spec: str | None, say: Say, mirror: str | None = None) -> list[Fetched]:
     from oc_repl.protocols.camel.protocol import AGENT_SPEC
 
-    files, origin = openclaw_sources(spec)
+    if not spec:
+        say(
+            f"openclaw: fetching {len(PINNED_SHA256)} files of OpenClaw-RL at {OPENCLAW_COMMIT[:12]}"
+            f" from {mirror or OPENCLAW_REPOSITORY}"
+        )
+    files, origin = openclaw_sources(spec, mirror)
     say(f"openclaw: rendering get_developer_agent_prompt from {origin}")
     with tempfile.TemporaryDirectory(prefix="oc-repl-sync-") as temp:
         module, out = Path(temp) / "prompts.py", Path(temp) / "system.txt"

@@ -26,6 +26,7 @@ from oc_repl.errors import ParseErrorLimit, UsageError
 from oc_repl.events import CommandExecution, FileChange, FileUpdate, ItemCompleted, ItemStarted, ParseError, new_id
 from oc_repl.protocols import load_asset
 from oc_repl.protocols.camel.calls import calls_and_feedback, training_calls
+from oc_repl.protocols.camel.files import planned_kind
 from oc_repl.protocols.camel.tools import (
     OBSERVATION_LIMIT,
     SIGNATURES,
@@ -178,14 +179,17 @@ class CamelProtocol(AgentProtocol):
     def request(self) -> Request:
         return Request(messages=self._messages + self._pending(), options={"tools": self._tools, "tool_choice": "auto"})
 
+    def resume(self, messages: list[Message]) -> None:
+        self._messages, self._results, self._parse_errors = list(messages), [], 0
+
     def assets(self) -> list[Asset]:
         found = [self._system_asset, self._tools_asset, self.toolkit.asset, self.agent.asset]
         if self.chat_agent is not None:
             found.append(self.chat_agent.asset)
         # The notices are the words of the deviations; with none in force (--exact, whatever the wire leaves) what is
         # left of them (a person's refusal, the docker daemon's word on a missing directory) has no upstream copy to
-        # be checked against.
-        if set(self.deviations.names()) - WIRE_ROWS:
+        # be checked against. The turn cap --exact accepts is the run's budget, not a text the model reads.
+        if set(self.deviations.names()) - WIRE_ROWS - {"own_turn_cap"}:
             found.append(self.notices.asset)
         return [copy.copy(asset) for asset in found if asset is not None]
 
@@ -299,16 +303,19 @@ class CamelProtocol(AgentProtocol):
         args = call.arguments if isinstance(call.arguments, dict) else {}
         path = args.get("file_path")
         if call.name == "shell_write_content_to_file" and isinstance(path, str):
-            emit(ItemStarted(item=FileChange(id=item_id, changes=[FileUpdate(path=path)], status="in_progress")))
+            planned = FileUpdate(path=path, kind=planned_kind(tools, path))
+            emit(ItemStarted(item=FileChange(id=item_id, changes=[planned], status="in_progress")))
             result = self._call(call, tools, approve)
             if result is None or isinstance(result, str):
                 text = result or ""
-                emit(ItemCompleted(item=FileChange(id=item_id, changes=[FileUpdate(path=path)], status="failed")))
+                emit(ItemCompleted(item=FileChange(id=item_id, changes=[planned], status="failed", reason=text)))
                 return text
-            kind = "add" if result.created else "update"
-            status = result.status if result.status in ("failed", "declined") else "completed"
-            change = FileUpdate(path=result.path or path, kind=kind)
-            emit(ItemCompleted(item=FileChange(id=item_id, changes=[change], status=status)))
+            if result.status in ("failed", "declined"):
+                change = FileChange(id=item_id, changes=[planned], status=result.status, reason=result.text)
+            else:
+                done = FileUpdate(path=result.path or path, kind="add" if result.created else "update")
+                change = FileChange(id=item_id, changes=[done], status="completed")
+            emit(ItemCompleted(item=change))
             return result.text
         command = _describe(call)
         emit(ItemStarted(item=CommandExecution(id=item_id, tool=call.name, command=command)))

@@ -112,6 +112,11 @@ class TerminusProtocol(AgentProtocol):
     def request(self) -> Request:
         return Request(messages=list(self._messages), options={})
 
+    def resume(self, messages: list[Message]) -> None:
+        """The terminal is opened anew by the next task, which shows the model its screen as it is then."""
+        self.close()
+        self._messages, self._pending_completion = list(messages), False
+
     def assets(self) -> list[Asset]:
         # The notices are the words of deviations (a person stepping in): with none in force (--exact) none is sent.
         found = [self._asset, self.m.asset] + ([self.notices.asset] if self.deviations.names() else [])

@@ -217,8 +217,11 @@ class TmuxTerminal(Terminal):
         # container: no user or system config (-f /dev/null), and a bash login shell in the pane whatever the user's
         # shell is (tmux takes its default-shell from $SHELL when the server starts, and runs it as `-bash`).
         launch = f"SHELL=/bin/bash {self.tmux} -f /dev/null" if socket else self.tmux
+        # A session of that name is an earlier terminal's that outlived its client (a killed shell resumed in its kept
+        # container, an attached container used before): it is ended, in the same call, so this one can start.
+        leftover = "" if socket else f"{self.tmux} kill-session -t {SESSION} 2>/dev/null; "
         start = (
-            f"{launch} new-session -x {WIDTH} -y {HEIGHT} -d -s {SESSION} \\; "
+            f"{leftover}{launch} new-session -x {WIDTH} -y {HEIGHT} -d -s {SESSION} \\; "
             f"set-option -t {SESSION} history-limit {HISTORY_LIMIT} \\; "
             f"display-message -p -t {SESSION} '#{{pane_pid}} #{{socket_path}}'"
         )
