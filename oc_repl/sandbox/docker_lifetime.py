@@ -5,9 +5,9 @@ Every such container carries the `oc-repl` label. Unless it is kept on purpose (
 that sleep ends. So a container leaked by a client that was killed outright stops by itself when its lifetime is over,
 and whichever oc-repl opens a docker sandbox next removes it. Kept containers have no expiry and are never swept.
 
-A lifetime long enough for a working day in the shell is too long for a leak, so a container is also leased: its
-first process stops it when the time in its lease file has passed, and the client that uses it renews that time while
-it lives (`Renewal`). A client killed outright (kill -9, a lost machine) stops renewing, and its container stops a
+A lifetime long enough for a working day in the shell is too long for a leak, so a container is also leased: its first
+process stops it when its lease has run out, and the client that uses it renews the lease while it lives (`Renewal`, a
+signal to that process). A client killed outright (kill -9, a lost machine) stops renewing, and its container stops a
 lease (`LEASE`) later, within any run's own timeout plus a margin; the next sweep removes it.
 """
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
@@ -28,20 +27,25 @@ EXPIRES = "oc-repl.expires"
 DEFAULT_LIFETIME = 24 * 3600
 LEASED = "oc-repl.lease"  # the lease's length in seconds
 LEASE = 600  # ten minutes: renewed each tenth of it, so a client stalled for minutes (a loaded machine) keeps it
-LEASE_FILE = "/tmp/.oc-repl-lease"  # the time (Unix seconds) the lease runs to
-# The first process: it ends at the lifetime's end or when the lease has run out, whichever comes first. Builtins only
-# in its loop (bash's clock, a read with a timeout on a FIFO as its sleep): what it starts would be taken for the
-# agent's by the scan for leftovers. Without bash (or a FIFO) it is the plain sleep of the whole lifetime, or a sleep
-# per round. A lease file that is gone or unreadable holds the lifetime's end: removing it never stops the container.
+WAIT_FIFO = "/tmp/.oc-repl-wait"  # what the first process's loop sleeps on (a read with a timeout)
+# The first process: it ends at the lifetime's end or when the lease has run out, whichever comes first. A renewal is
+# SIGUSR1 to it: as the container's pid 1 it takes no signal it has no handler for, not even from root inside, and
+# nothing inside can keep one from it. bash handles the fatal signals itself (to clean up, then die of them), so it
+# ignores every other signal first; kills from outside (docker's) still end it. So a command can extend the lease (up to
+# the lifetime's end) but never shorten it or stop its client's renewals: no file holds the lease for a model to
+# rewrite. Builtins only in its loop (bash's clock, a read on a FIFO as its sleep): what it starts would be taken for
+# the agent's by the scan for leftovers. Without bash (or a FIFO) it is the plain sleep of the whole lifetime, or a
+# sleep per round.
 _FIRST = r"""
-printf -v now '%(%s)T' -1; end=$((now + $1)); echo $((now + $2)) > {file}
-mkfifo {file}.wait 2>/dev/null && exec 3<>{file}.wait
+printf -v now '%(%s)T' -1; end=$((now + $1)); lease=$((now + $2))
+for s in {1..64}; do case $s in 9 | 10 | 17 | 19) ;; *) trap '' $s 2>/dev/null ;; esac; done
+trap 'printf -v now "%(%s)T" -1; lease=$((now + $2))' USR1
+mkfifo {fifo} 2>/dev/null && exec 3<>{fifo}
 while printf -v now '%(%s)T' -1; ((now < end)); do
-  until=$end; [ -r {file} ] && read -r until < {file}; [[ $until =~ ^[0-9]+$ ]] || until=$end
-  ((now < until)) || exit 0
+  ((now < lease)) || exit 0
   read -t 5 -u 3 _ 2>/dev/null || { [ -e /proc/self/fd/3 ] || sleep 5; }
 done
-""".replace("{file}", LEASE_FILE)
+""".replace("{fifo}", WAIT_FIFO)
 _START = 'command -v bash >/dev/null && exec bash -c "$0" leased "$@"; exec sleep "$1"'
 
 
@@ -75,7 +79,7 @@ class Renewal:
         assert self.lease
         while not self.stopped.wait(self.lease / 10):
             with suppress(Exception):  # a renewal that fails is tried again; the lease's margin is nine of them
-                self.run(f"echo {int(time.time() + self.lease)} > {LEASE_FILE}")
+                self.run("kill -USR1 1")
 
     def stop(self) -> None:
         self.stopped.set()

@@ -155,3 +155,23 @@ def test_the_lease_leaves_nothing_that_looks_like_the_agents(boxes: list):
     time.sleep(3)  # renewals and rounds of the container's own loop
     assert box.running_processes() == []
     assert box.exec("echo still here", timeout=30).output.strip() == b"still here"
+
+
+# What a command inside might do to end its own container early (a sandbox error is the infrastructure's, not the
+# model's): signal the first process, take its sleep away, write a lease of its own where one might be kept.
+ENDING_IT = (
+    "for s in $(seq 1 64); do [ $s = 10 ] || kill -s $s 1 2>/dev/null; done; kill 1; rm -rf /tmp/.oc-repl-wait; "
+    "for f in /tmp/.oc-repl-lease /tmp/.oc-repl-lease.wait; do rm -rf $f; echo 0 > $f; done; echo tried"
+)
+
+
+def test_a_command_cannot_end_its_containers_lease_while_the_client_renews_it(docker_client: Any, boxes: list):
+    lease = 4
+    box = DockerImageSandbox.from_spec(IMAGE, lease=lease)
+    boxes.append(box)
+    assert box.exec(ENDING_IT, timeout=30).output.strip().endswith(b"tried")
+    until = time.monotonic() + 3 * lease + 6  # the loop looks every 5 s at most
+    while time.monotonic() < until:
+        assert running(docker_client, box.id)
+        time.sleep(0.5)
+    assert box.exec("echo still here", timeout=30).output.strip() == b"still here"
