@@ -79,7 +79,7 @@ BENCHES = [
 def _docker() -> str | None:
     try:
         from oc_repl.errors import SandboxError
-        from oc_repl.sandbox.docker import connect
+        from oc_repl.sandbox.docker_container import connect
 
         client = connect()
     except SandboxError as exc:

@@ -89,7 +89,7 @@ def run_bench(
     from oc_repl.bench.progress import Progress
     from oc_repl.bench.runner import Bench, default_jobs, plan_trials, redactor_for, trial_options, write_plan
     from oc_repl.errors import OcReplError
-    from oc_repl.sandbox.docker import connect
+    from oc_repl.sandbox.docker_container import connect
     from oc_repl.tasks.model import find_tasks
 
     try:

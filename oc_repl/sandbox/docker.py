@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import shlex
 import tarfile
 import threading
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from oc_repl.errors import SandboxError, SandboxLost
 from oc_repl.sandbox import docker_lifetime, leftovers
 from oc_repl.sandbox.docker_channel import ChannelPool
+from oc_repl.sandbox.docker_container import connect, container_limits, create_container
 from oc_repl.sandbox.docker_exec import PID_DIR, WORK_SUBDIR, DockerProcess, RecordedProcess, kill_recorded
 from oc_repl.types import ExecResult, Leftover, Sandbox
 
@@ -36,23 +36,6 @@ if TYPE_CHECKING:
 DEFAULT_WORKDIR = "/workspace"  # camel's docker backend, as trained
 # How long a command killed by SIGKILL waits for the daemon to say whether its container went with it.
 LOSS_SETTLE = 1.0
-
-
-def connect() -> Any:
-    import docker
-
-    try:
-        client = docker.from_env()
-        client.ping()
-    except docker.errors.DockerException as exc:
-        # Name the variable itself: a wrong DOCKER_HOST is the usual cause, and the user must know where to look.
-        host = os.environ.get("DOCKER_HOST")
-        where = f"DOCKER_HOST={host}" if host else "unix:///var/run/docker.sock (DOCKER_HOST is not set)"
-        raise SandboxError(
-            f"cannot reach the docker daemon at {where}: {exc}",
-            hint="start dockerd, or point DOCKER_HOST at the daemon's socket",
-        ) from exc
-    return client
 
 
 class DockerSandbox(Sandbox):
@@ -315,18 +298,6 @@ class DockerSandbox(Sandbox):
             proc.release()
 
 
-def container_limits(max_processes: int | None, memory_mb: int | None, cpus: float | None) -> dict[str, Any]:
-    """The Engine API's limits for a container: processes, memory with no swap beyond it, CPUs."""
-    limits: dict[str, Any] = {}
-    if max_processes:
-        limits["pids_limit"] = max_processes
-    if memory_mb:
-        limits.update(mem_limit=f"{memory_mb}m", memswap_limit=f"{memory_mb}m")
-    if cpus:
-        limits["nano_cpus"] = int(cpus * 1e9)
-    return limits
-
-
 class DockerImageSandbox(DockerSandbox):
     """`docker-image:<image>`: a fresh container, removed on close unless kept, with a finite lifetime unless kept
     (see docker_lifetime.py)."""
@@ -349,28 +320,9 @@ class DockerImageSandbox(DockerSandbox):
         """`network`: the container's network (None: none at all); `lifetime`: seconds the container may live (None:
         docker_lifetime.DEFAULT_LIFETIME; ignored when kept); `max_processes`, `memory_mb` (swap included) and
         `cpus`: its limits (None: none)."""
-        import docker
-
         client = connect()
-        now = time.time()
-        docker_lifetime.sweep(client.api, now)
-        command, labels = docker_lifetime.creation(lifetime, keep, now)
-        try:
-            container = client.containers.create(
-                rest,
-                command,
-                detach=True,
-                network_mode=network or "none",
-                name=f"oc-repl-{uuid.uuid4().hex[:10]}",
-                labels=labels,
-                **container_limits(max_processes, memory_mb, cpus),
-            )
-        except docker.errors.ImageNotFound as exc:
-            raise SandboxError(
-                f"image {rest!r} not found", hint="build it first, e.g. docker build -t NAME DIR"
-            ) from exc
-        except docker.errors.APIError as exc:
-            raise SandboxError(f"cannot create a container from {rest!r}: {exc.explanation or exc}") from exc
+        limits = container_limits(max_processes, memory_mb, cpus)
+        container = create_container(client, rest, network, keep, lifetime, limits)
         try:
             container.start()
             container.reload()
