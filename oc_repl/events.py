@@ -321,6 +321,8 @@ class ThreadCompleted(Record):
     transcript: str = ""  # where this run's transcript is
     attempt: int = 1  # with `run --attempts N`: the attempt this outcome belongs to
     attempts: int = 1  # how many attempts were allowed
+    sandbox_calls: int = 0  # calls made into the sandbox during the thread (oc_repl/sandbox/meter.py)
+    sandbox_seconds: float = 0.0  # the time spent in them
 
 
 @event

@@ -27,6 +27,7 @@ from oc_repl.sandbox import docker_lifetime, leftovers
 from oc_repl.sandbox.docker_channel import ChannelPool
 from oc_repl.sandbox.docker_container import connect, container_limits, create_container
 from oc_repl.sandbox.docker_exec import PID_DIR, WORK_SUBDIR, DockerProcess, RecordedProcess, kill_recorded
+from oc_repl.sandbox.meter import CallMeter, Metered, metered
 from oc_repl.types import ExecResult, Leftover, Sandbox
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ DEFAULT_WORKDIR = "/workspace"  # camel's docker backend, as trained
 LOSS_SETTLE = 1.0
 
 
-class DockerSandbox(Sandbox):
+class DockerSandbox(Metered, Sandbox):
     """`docker:<container>`: attach to a running container and leave it running afterwards."""
 
     owned = False
@@ -57,6 +58,7 @@ class DockerSandbox(Sandbox):
         self.output_limit = output_limit
         self.keep = keep
         self.spec = f"docker:{self.name}"
+        self.meter = CallMeter()
         self._procs: list[RecordedProcess] = []
         self._lock = threading.Lock()
         self.pid_dir = f"{PID_DIR}/{uuid.uuid4().hex[:12]}"
@@ -189,6 +191,7 @@ class DockerSandbox(Sandbox):
 
     # --- the Sandbox seam --------------------------------------------------------------------------------
 
+    @metered
     def spawn(
         self,
         command: str,
@@ -196,6 +199,7 @@ class DockerSandbox(Sandbox):
         cwd: str | None = None,
         env: dict[str, str] | None = None,
         user: str | None = None,
+        wait: float = 0.0,
     ) -> RecordedProcess:
         base = {"TERM": "xterm", "PYTHONUNBUFFERED": "1"} if tty else {"TERM": "dumb"}
         full_env = {**base, **(env or {})}
@@ -211,6 +215,7 @@ class DockerSandbox(Sandbox):
             self._procs.append(proc)
         return proc
 
+    @metered
     def exec(self, command: str, timeout: float, cwd: str | None = None, user: str | None = None) -> ExecResult:
         proc = self.spawn(command, tty=False, cwd=cwd, user=user)
         timed_out = not proc.wait(timeout)
@@ -229,6 +234,7 @@ class DockerSandbox(Sandbox):
         p = PurePosixPath(path)
         return p if p.is_absolute() else PurePosixPath(self.workdir) / p
 
+    @metered
     def write_file(self, path: str, data: bytes) -> None:
         # Members are named relative to "/", so the daemon creates missing parent directories itself.
         target = self._abs(path)
@@ -241,6 +247,7 @@ class DockerSandbox(Sandbox):
             tar.addfile(info, io.BytesIO(data))
         self.call(self.api.put_archive, self.id, "/", buf.getvalue())
 
+    @metered
     def read_file(self, path: str) -> bytes:
         stream, _stat = self.call(self.api.get_archive, self.id, str(self._abs(path)))
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
@@ -250,6 +257,7 @@ class DockerSandbox(Sandbox):
                 raise SandboxError(f"{path} is not a regular file")
             return extracted.read()
 
+    @metered
     def put(self, src: Path, dest: str) -> None:
         target = str(self._abs(dest)).lstrip("/")
         buf = io.BytesIO()
@@ -257,11 +265,13 @@ class DockerSandbox(Sandbox):
             tar.add(str(src), arcname=target)
         self.call(self.api.put_archive, self.id, "/", buf.getvalue())
 
+    @metered
     def stop_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
         """Stop every process in the container but the channels' own and those that ran before the sandbox
         opened (pid 1, its children, the services of a container we attached to)."""
         return self._leftovers(keep, stop=True)
 
+    @metered
     def running_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
         """What `stop_processes` would stop and report, left running."""
         return self._leftovers(keep, stop=False)
