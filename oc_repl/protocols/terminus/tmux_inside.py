@@ -43,9 +43,14 @@ _EOF = "OC_REPL_TERMINAL_HELPER"
 
 # The caller sets M (the answer's marker), P (the pane's shell), T (tmux with its socket), BASE and OWED (`Typed`) and
 # defines ocr_keys (what types the keys). Times are in microseconds. Reports are lines `@@OCR:$M:NAME[:FIELDS]@@`.
+# A nap is a `read -t` on a pipe nothing writes to: no `sleep` process every poll, which a loaded sandbox feels.
 HELPER = r"""
 ocr_now() { if [ -n "${EPOCHREALTIME:-}" ]; then now=${EPOCHREALTIME/[.,]/}; else now=$(date +%s%6N); fi; }
-ocr_nap() { local us; [ "$1" -gt 0 ] || return 0; printf -v us %06d $(($1 % 1000000)); sleep "$(($1 / 1000000)).$us"; }
+ocr_nap() {
+  local us; [ "$1" -gt 0 ] || return 0; printf -v us %06d $(($1 % 1000000))
+  [ -n "${OCR_FD:-}" ] || { exec {OCR_FD}<> <(:); } 2>/dev/null || OCR_FD=-
+  if [ "$OCR_FD" = - ]; then sleep "$(($1 / 1000000)).$us"; else read -r -t "$(($1 / 1000000)).$us" -u "$OCR_FD" _; fi
+}
 ocr_look() {
   local out
   r= s= c= cur= screen=
