@@ -73,6 +73,13 @@ BENCHES = [
     Bench(
         "harbor_concurrency", "harbor_concurrency.py", quick=("--delay", "0.5"), needs=("harbor", "docker"), harbor=True
     ),
+    Bench(
+        "harbor_vs_terminus2",
+        "harbor_vs_terminus2.py",
+        quick=("--rounds", "1", "--latency", "0.5"),
+        needs=("harbor", "docker"),
+        harbor=True,
+    ),
 ]
 
 
