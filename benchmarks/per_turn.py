@@ -108,7 +108,7 @@ body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "run t
 while True:
     connection.request("POST", url.path + "/chat/completions", body, {"Content-Type": "application/json"})
     reply = connection.getresponse().read()
-    if b"tool_calls" not in reply and b"<tool_call>" not in reply:
+    if b'"tool_calls": [' not in reply:
         break
     subprocess.run(["bash", "-c", "true"])
 """
