@@ -145,6 +145,12 @@ class HarborSandbox(Sandbox):
             raise SandboxError(f"the environment's exec failed: {exc}") from exc
         return _text(result)
 
+    def run_own(self, script: str, timeout: float, cwd: str | None = None) -> bytes:
+        # one exec, without the detached runner a command gets: each process it spawns costs on a loaded machine
+        where = shlex.quote(cwd or self.workdir)
+        text = self.run_script(f"exec 2>&1\nexport TERM=dumb\ncd -- {where} || exit 1\n{script}", wait=timeout)
+        return text.encode("utf-8", "surrogatepass")
+
     def report(self, script: str, marker: str, wait: float = 0.0, user: str | None = None) -> sh.Report:
         text = self.run_script(script, wait, user)
         found = sh.parse(text, marker)

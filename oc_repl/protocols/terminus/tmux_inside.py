@@ -189,8 +189,8 @@ class InsideTmuxTerminal(TmuxTerminal):
         load = f'[ -r {q} ] && . {q} || {{ echo "@@OCR:$M:head:nohelper:-:0@@"; exit 0; }}'
         for helper in (load, self._install()):
             self._answered = False
-            result = self.sandbox.exec(f"{preamble}\n{helper}\n{body}", timeout=wait + CALL_MARGIN, cwd=cwd)
-            answer = parse(result.output.decode("utf-8", "replace"), marker)
+            output = self.sandbox.run_own(f"{preamble}\n{helper}\n{body}", timeout=wait + CALL_MARGIN, cwd=cwd)
+            answer = parse(output.decode("utf-8", "replace"), marker)
             if answer.state != "nohelper":
                 self._answered = answer.state not in ("gone", "failed", "notmux")
                 return answer
@@ -249,8 +249,8 @@ class InsideTmuxTerminal(TmuxTerminal):
         check = 'command -v tmux >/dev/null 2>&1 || { echo "@@OCR:$M:head:notmux:-:0@@"; exit 0; }'
         script = f"{self._preamble(marker)}\n{check}\n{self._install()}\n{body}"
         self._answered, started = False, time.monotonic()
-        result = self.sandbox.exec(script, timeout=STARTUP_WAIT + CALL_MARGIN, cwd=cwd)
-        answer = parse(result.output.decode("utf-8", "replace"), marker)
+        output = self.sandbox.run_own(script, timeout=STARTUP_WAIT + CALL_MARGIN, cwd=cwd)
+        answer = parse(output.decode("utf-8", "replace"), marker)
         if answer.state == "notmux":
             raise NoTmux()
         if answer.state == "nohelper":
@@ -315,6 +315,6 @@ class InsideTmuxTerminal(TmuxTerminal):
     def close(self) -> None:
         remove = f"rm -f -- {shlex.quote(self._helper)}"
         if self._socket_path:
-            self.sandbox.exec(f"{self.tmux} kill-server; rm -f -- {shlex.quote(self._socket_path)}; {remove}", 30)
+            self.sandbox.run_own(f"{self.tmux} kill-server; rm -f -- {shlex.quote(self._socket_path)}; {remove}", 30)
         else:
-            self.sandbox.exec(f"{self.tmux} kill-session -t agent; {remove}", timeout=30)
+            self.sandbox.run_own(f"{self.tmux} kill-session -t agent; {remove}", timeout=30)
