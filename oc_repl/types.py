@@ -176,10 +176,10 @@ class Sandbox(Protocol):
         where calls are cheap, one call an action where they are costly (docs/architecture.md). 0.0: cheap."""
         return 0.0
 
-    def run_own(self, script: str, timeout: float, cwd: str | None = None) -> bytes:
+    def run_own(self, script: str, timeout: float, cwd: str | None = None, user: str | None = None) -> bytes:
         """What a script of oc-repl's own, one that ends by itself, printed (stdout and stderr together): one `exec`
         by default; a sandbox that starts commands detached (Harbor's) runs it as it is, without that machinery."""
-        return self.exec(script, timeout=timeout, cwd=cwd).output
+        return self.exec(script, timeout=timeout, cwd=cwd, user=user).output
 
     def calls(self) -> tuple[int, float]:
         """The calls made into the sandbox so far and the seconds spent in them (oc_repl/sandbox/meter.py); (0, 0.0)

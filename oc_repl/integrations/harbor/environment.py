@@ -145,10 +145,11 @@ class HarborSandbox(Sandbox):
             raise SandboxError(f"the environment's exec failed: {exc}") from exc
         return _text(result)
 
-    def run_own(self, script: str, timeout: float, cwd: str | None = None) -> bytes:
-        # one exec, without the detached runner a command gets: each process it spawns costs on a loaded machine
-        where = shlex.quote(cwd or self.workdir)
-        text = self.run_script(f"exec 2>&1\nexport TERM=dumb\ncd -- {where} || exit 1\n{script}", wait=timeout)
+    def run_own(self, script: str, timeout: float, cwd: str | None = None, user: str | None = None) -> bytes:
+        # one exec, without the detached runner a command gets: each process it spawns costs on a loaded machine;
+        # in the sandbox's workdir, or / once the model removed it (a script given a directory needs that one)
+        where = f"cd -- {shlex.quote(cwd)} || exit 1" if cwd else f"cd -- {shlex.quote(self.workdir)} || cd /"
+        text = self.run_script(f"exec 2>&1\nexport TERM=dumb\n{where}\n{script}", timeout, user)
         return text.encode("utf-8", "surrogatepass")
 
     def report(self, script: str, marker: str, wait: float = 0.0, user: str | None = None) -> sh.Report:
