@@ -74,13 +74,20 @@ BENCHES = [
     Bench(
         "harbor_concurrency", "harbor_concurrency.py", quick=("--delay", "0.5"), needs=("harbor", "docker"), harbor=True
     ),
+    Bench(
+        "harbor_vs_terminus2",
+        "harbor_vs_terminus2.py",
+        quick=("--rounds", "1", "--latency", "0.5"),
+        needs=("harbor", "docker"),
+        harbor=True,
+    ),
 ]
 
 
 def _docker() -> str | None:
     try:
         from oc_repl.errors import SandboxError
-        from oc_repl.sandbox.docker import connect
+        from oc_repl.sandbox.docker_container import connect
 
         client = connect()
     except SandboxError as exc:

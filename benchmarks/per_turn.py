@@ -1,4 +1,4 @@
-"""Whole-process cost per turn: `oc-repl run` against mini-swe-agent 2.4.6, measured the same way in the same run.
+"""Whole-process cost per turn: `oc-repl run` against mini-swe-agent 2.4.6 and the floor, measured the same way.
 
 Each side runs as a whole process against the loopback fake server in this process, which answers at once: every
 turn is one tool call running `true` on this machine, and one more turn ends the run (oc-repl: a final answer;
@@ -14,9 +14,11 @@ HIGH run, from the server's arrival times: (request LOW+1 to request HIGH+1) / (
   and uses its bundled cost map (LITELLM_LOCAL_MODEL_COST_MAP) instead of fetching one.
 - oc-repl --no-confine: commands run on the host as mini's do; the like-for-like figure.
 - oc-repl, confined in bubblewrap (the default for local:), where confinement works here.
+- the floor: a process that makes the same requests and, for each call, runs `bash -c true`, with no client logic
+  (one kept-alive HTTP connection, the reply read, nothing parsed or recorded).
 oc-repl's loop detection is off (--loop-limit 0): the same call every turn is the point here. Each side writes its
 record as it does by default (oc-repl its transcript, mini its trajectory).
-Goal: oc-repl's per-turn cost >= 10x below mini-swe-agent's.
+Goals: confined, a turn <= 3x the floor and >= 1.5x faster than mini-swe-agent.
 Run: python benchmarks/per_turn.py [--runs 5] [--low 5] [--high 45] [--mini-venv DIR]
 """
 
@@ -85,6 +87,8 @@ class Side:
     last: str  # the reply that ends the run
 
     def argv(self, url: str, work: Path, mini: Path) -> list[str]:
+        if self.name == FLOOR:
+            return [sys.executable, "-c", FLOOR_SCRIPT, url]
         if self.name.startswith("mini"):
             argv = [str(mini), "-m", f"openai/{MODEL}", "-c", "mini.yaml", "-c", f"model.model_kwargs.api_base={url}"]
             return [*argv, "-c", f"environment.cwd={work}", "-y", "--exit-immediately", "-l", "0", "-t", "run true"]
@@ -93,11 +97,29 @@ class Side:
         return [*argv, *(["--no-confine"] if "no-confine" in self.name else []), "run true"]
 
 
+FLOOR = "floor: a request and `bash -c true`"
+# The floor's whole process: requests until the server's script runs out (its last reply is not a call), a bare
+# `bash -c true` after each call. Only the standard library, so its start-up is Python's own.
+FLOOR_SCRIPT = """
+import http.client, json, subprocess, sys, urllib.parse
+url = urllib.parse.urlsplit(sys.argv[1])
+connection = http.client.HTTPConnection(url.hostname, url.port)
+body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "run true"}]})
+while True:
+    connection.request("POST", url.path + "/chat/completions", body, {"Content-Type": "application/json"})
+    reply = connection.getresponse().read()
+    if b'"tool_calls": [' not in reply:
+        break
+    subprocess.run(["bash", "-c", "true"])
+"""
+
+
 OC_CALL = call_text("shell_exec", {"id": "s1", "command": "true", "block": True, "timeout": None})
 OC_DONE = "<think>\n\n</think>\n\ndone"
 MINI_SIDE = Side("mini-swe-agent 2.4.6", call_text("bash", {"command": "true"}), call_text("bash", {"command": SUBMIT}))
 OC_UNCONFINED = Side("oc-repl --no-confine", OC_CALL, OC_DONE)
 OC_CONFINED = Side("oc-repl (confined, the default)", OC_CALL, OC_DONE)
+FLOOR_SIDE = Side(FLOOR, OC_CALL, OC_DONE)
 
 
 def mini_env(home: Path) -> dict[str, str]:
@@ -180,17 +202,21 @@ def to_rows(samples: Samples, low: int, high: int) -> list[Row]:
     base = MINI_SIDE.name
     rows = []
     for way, seconds in ways.items():
-        mini = seconds(base) / (high - low) * 1000
-        rows.append(Row(f"{base}: per turn, {way}", mini, "ms"))
+        mini, floor = (seconds(name) / (high - low) * 1000 for name in (base, FLOOR))
+        rows += [Row(f"{base}: per turn, {way}", mini, "ms"), Row(f"{FLOOR}: per turn, {way}", floor, "ms")]
         for name in samples:
-            if name != base:
-                cost = seconds(name) / (high - low) * 1000
-                goal = {"goal": ">= 10x below mini (<= 0.10x)", "met": cost * 10 <= mini}
-                rows.append(Row(f"{name}: per turn, {way}", cost, "ms", f"{base}, same way", mini, **goal))
+            if name in (base, FLOOR):
+                continue
+            cost = seconds(name) / (high - low) * 1000
+            confined = name == OC_CONFINED.name
+            faster = {"goal": ">= 1.5x faster (<= 0.667x)", "met": cost * 1.5 <= mini} if confined else {}
+            near = {"goal": "<= 3x the floor", "met": cost <= 3 * floor} if confined else {}
+            rows.append(Row(f"{name}: per turn, {way}", cost, "ms", f"{base}, same way", mini, **faster))
+            rows.append(Row(f"{name}: per turn, {way}", cost, "ms", "the floor, same way", floor, **near))
     label = f"a {low}-command run (wall)"
     mini_run = median(base, low, lambda s: s.wall) * 1000
     for name in samples:
-        if name != base:
+        if name not in (base, FLOOR):
             rows.append(Row(f"{name}: {label}", median(name, low, lambda s: s.wall) * 1000, "ms", base, mini_run))
     return rows
 
@@ -204,7 +230,7 @@ def main() -> None:
     add_option(parser)
     args = parser.parse_args()
     mini = mini_command(args.mini_venv)
-    sides = [MINI_SIDE, OC_UNCONFINED] + ([OC_CONFINED] if confine.check()[0] else [])
+    sides = [MINI_SIDE, FLOOR_SIDE, OC_UNCONFINED] + ([OC_CONFINED] if confine.check()[0] else [])
     load = os.getloadavg()[0]
     samples = measure(sides, args.low, args.high, args.runs, mini)
     rows = to_rows(samples, args.low, args.high)

@@ -90,6 +90,7 @@ class _Thread:
     model: str = ""
     served: str = ""  # what the server says it serves (the text wires)
     started: bool = False
+    calls_before: tuple[int, float] = (0, 0.0)  # the sandbox's calls (Sandbox.calls) when the thread began
 
 
 class Session:
@@ -231,7 +232,7 @@ class Session:
         before the verifier."""
         outcome, verify, kept, findings = Outcome(), None, "", []
         calls_before = (self.client.native_calls, self.client.salvaged_calls)
-        self._thread = _Thread()
+        self._thread = _Thread(calls_before=self.sandbox.calls() if self.sandbox is not None else (0, 0.0))
         with signals.stoppable():
             try:
                 outcome = self._run(self.plan.task_for(instruction), close_after)
@@ -392,6 +393,8 @@ class Session:
         return (protocol.request().options.get("tools") or None) if protocol is not None else None
 
     def _completed(self, status: Status, outcome: Outcome, kept: str, calls_before: tuple[int, int]) -> None:
+        sandbox, (calls, seconds) = self._thread.sandbox, self._thread.calls_before
+        now = sandbox.calls() if sandbox is not None else (calls, seconds)  # closed by now: it still knows
         self.emit(
             ev.ThreadCompleted(
                 status=status.value,
@@ -404,5 +407,7 @@ class Session:
                 transcript=self.transcript,
                 attempt=self.attempt,
                 attempts=self.plan.attempts,
+                sandbox_calls=now[0] - calls,
+                sandbox_seconds=round(now[1] - seconds, 3),
             )
         )

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from oc_repl import paths
-from oc_repl.events import to_json
+from oc_repl.event_json import to_json
 from oc_repl.private import make_dirs, open_private
 
 # Streamed fragments are noise in a record that already holds every raw reply.

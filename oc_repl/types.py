@@ -135,8 +135,15 @@ class Sandbox(Protocol):
     image_workdir: str = ""
 
     def exec(self, command: str, timeout: float, cwd: str | None = None, user: str | None = None) -> ExecResult: ...
+    # `wait`: the caller waits up to this long for the command's end next; a sandbox whose calls are costly waits in
+    # the call that starts it (cheap ones ignore it)
     def spawn(
-        self, command: str, tty: bool = True, cwd: str | None = None, env: dict[str, str] | None = None
+        self,
+        command: str,
+        tty: bool = True,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        wait: float = 0.0,
     ) -> Process: ...
     def write_file(self, path: str, data: bytes) -> None: ...
     def read_file(self, path: str) -> bytes: ...
@@ -167,6 +174,21 @@ class Sandbox(Protocol):
     def reattach(self) -> str:
         """The spec that reaches this very sandbox again, from another process (`oc-repl resume`)."""
         return self.spec
+
+    def call_latency(self) -> float:
+        """Seconds a trivial call into the sandbox takes. Protocols choose how to wait from it: looking from outside
+        where calls are cheap, one call an action where they are costly (docs/architecture.md). 0.0: cheap."""
+        return 0.0
+
+    def run_own(self, script: str, timeout: float, cwd: str | None = None, user: str | None = None) -> bytes:
+        """What a script of oc-repl's own, one that ends by itself, printed (stdout and stderr together): one `exec`
+        by default; a sandbox that starts commands detached (Harbor's) runs it as it is, without that machinery."""
+        return self.exec(script, timeout=timeout, cwd=cwd, user=user).output
+
+    def calls(self) -> tuple[int, float]:
+        """The calls made into the sandbox so far and the seconds spent in them (oc_repl/sandbox/meter.py); (0, 0.0)
+        where the driver does not count them."""
+        return 0, 0.0
 
     def close(self) -> None: ...
 

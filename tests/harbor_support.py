@@ -91,11 +91,16 @@ def harbor_env() -> dict[str, str]:
 
 
 def harbor_run(
-    jobs: Path, name: str, *args: str, timeout: float = 900, env: dict[str, str] | None = None
+    jobs: Path,
+    name: str,
+    *args: str,
+    timeout: float = 900,
+    env: dict[str, str] | None = None,
+    environment: str = ENVIRONMENT,
 ) -> tuple[subprocess.CompletedProcess, Path]:
-    """`harbor run` (the one beside this interpreter) on the local docker environment, with `env` added to
-    harbor_env(); its job directory."""
-    command = [str(Path(sys.executable).parent / "harbor"), "run", "-e", ENVIRONMENT, "-o", str(jobs)]
+    """`harbor run` (the one beside this interpreter) on the local docker environment (or `environment`, an import
+    path of one made from it), with `env` added to harbor_env(); its job directory."""
+    command = [str(Path(sys.executable).parent / "harbor"), "run", "-e", environment, "-o", str(jobs)]
     command += ["--job-name", name, "-y", *args]
     done = subprocess.run(
         command,

@@ -46,6 +46,8 @@ class TrialResult:
     tool_calls_native: int = 0
     tool_calls_salvaged: int = 0
     wall_time_s: float = 0.0
+    sandbox_calls: int = 0  # calls made into the sandbox, and the seconds spent in them (thread.completed)
+    sandbox_seconds: float = 0.0
     started_at: float = 0.0  # Unix time
     model: str = ""
     server: str = ""
@@ -198,6 +200,8 @@ def from_transcript(
         tool_calls_native=(completed or {}).get("tool_calls_native", 0),
         tool_calls_salvaged=(completed or {}).get("tool_calls_salvaged", 0),
         wall_time_s=round(wall_time_s, 3),
+        sandbox_calls=(completed or {}).get("sandbox_calls", 0),
+        sandbox_seconds=(completed or {}).get("sandbox_seconds", 0.0),
         started_at=round(started_at, 3),
         model=started.get("model", ""),
         server=started.get("api_base", ""),

@@ -151,7 +151,7 @@ def run_bench(
     from oc_repl.bench.probe import check_servers
     from oc_repl.bench.runner import default_jobs, redactor_for, trial_options, write_plan
     from oc_repl.errors import OcReplError, UsageError
-    from oc_repl.sandbox.docker import connect
+    from oc_repl.sandbox.docker_container import connect
     from oc_repl.tasks.model import find_tasks
 
     try:

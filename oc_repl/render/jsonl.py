@@ -7,7 +7,7 @@ import signal
 import sys
 from typing import Any, TextIO
 
-from oc_repl.events import to_json
+from oc_repl.event_json import to_json
 
 # The wire traffic is kept in the transcript; repeating the whole history every turn would swamp readers.
 SKIPPED_TYPES = {"request.sent", "response.received"}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import shlex
 import tarfile
 import threading
@@ -26,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 from oc_repl.errors import SandboxError, SandboxLost
 from oc_repl.sandbox import docker_lifetime, leftovers
 from oc_repl.sandbox.docker_channel import ChannelPool
+from oc_repl.sandbox.docker_container import connect, container_limits, create_container
 from oc_repl.sandbox.docker_exec import PID_DIR, WORK_SUBDIR, DockerProcess, RecordedProcess, kill_recorded
+from oc_repl.sandbox.meter import CallMeter, Metered, metered
 from oc_repl.types import ExecResult, Leftover, Sandbox
 
 if TYPE_CHECKING:
@@ -38,24 +39,7 @@ DEFAULT_WORKDIR = "/workspace"  # camel's docker backend, as trained
 LOSS_SETTLE = 1.0
 
 
-def connect() -> Any:
-    import docker
-
-    try:
-        client = docker.from_env()
-        client.ping()
-    except docker.errors.DockerException as exc:
-        # Name the variable itself: a wrong DOCKER_HOST is the usual cause, and the user must know where to look.
-        host = os.environ.get("DOCKER_HOST")
-        where = f"DOCKER_HOST={host}" if host else "unix:///var/run/docker.sock (DOCKER_HOST is not set)"
-        raise SandboxError(
-            f"cannot reach the docker daemon at {where}: {exc}",
-            hint="start dockerd, or point DOCKER_HOST at the daemon's socket",
-        ) from exc
-    return client
-
-
-class DockerSandbox(Sandbox):
+class DockerSandbox(Metered, Sandbox):
     """`docker:<container>`: attach to a running container and leave it running afterwards."""
 
     owned = False
@@ -74,6 +58,7 @@ class DockerSandbox(Sandbox):
         self.output_limit = output_limit
         self.keep = keep
         self.spec = f"docker:{self.name}"
+        self.meter = CallMeter()
         self._procs: list[RecordedProcess] = []
         self._lock = threading.Lock()
         self.pid_dir = f"{PID_DIR}/{uuid.uuid4().hex[:12]}"
@@ -210,6 +195,7 @@ class DockerSandbox(Sandbox):
 
     # --- the Sandbox seam --------------------------------------------------------------------------------
 
+    @metered
     def spawn(
         self,
         command: str,
@@ -217,6 +203,7 @@ class DockerSandbox(Sandbox):
         cwd: str | None = None,
         env: dict[str, str] | None = None,
         user: str | None = None,
+        wait: float = 0.0,
     ) -> RecordedProcess:
         base = {"TERM": "xterm", "PYTHONUNBUFFERED": "1"} if tty else {"TERM": "dumb"}
         full_env = {**base, **(env or {})}
@@ -232,6 +219,7 @@ class DockerSandbox(Sandbox):
             self._procs.append(proc)
         return proc
 
+    @metered
     def exec(self, command: str, timeout: float, cwd: str | None = None, user: str | None = None) -> ExecResult:
         proc = self.spawn(command, tty=False, cwd=cwd, user=user)
         timed_out = not proc.wait(timeout)
@@ -250,6 +238,7 @@ class DockerSandbox(Sandbox):
         p = PurePosixPath(path)
         return p if p.is_absolute() else PurePosixPath(self.workdir) / p
 
+    @metered
     def write_file(self, path: str, data: bytes) -> None:
         # Members are named relative to "/", so the daemon creates missing parent directories itself.
         target = self._abs(path)
@@ -262,6 +251,7 @@ class DockerSandbox(Sandbox):
             tar.addfile(info, io.BytesIO(data))
         self.call(self.api.put_archive, self.id, "/", buf.getvalue())
 
+    @metered
     def read_file(self, path: str) -> bytes:
         stream, _stat = self.call(self.api.get_archive, self.id, str(self._abs(path)))
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
@@ -271,6 +261,7 @@ class DockerSandbox(Sandbox):
                 raise SandboxError(f"{path} is not a regular file")
             return extracted.read()
 
+    @metered
     def put(self, src: Path, dest: str) -> None:
         target = str(self._abs(dest)).lstrip("/")
         buf = io.BytesIO()
@@ -278,11 +269,13 @@ class DockerSandbox(Sandbox):
             tar.add(str(src), arcname=target)
         self.call(self.api.put_archive, self.id, "/", buf.getvalue())
 
+    @metered
     def stop_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
         """Stop every process in the container but the channels' own and those that ran before the sandbox
         opened (pid 1, its children, the services of a container we attached to)."""
         return self._leftovers(keep, stop=True)
 
+    @metered
     def running_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
         """What `stop_processes` would stop and report, left running."""
         return self._leftovers(keep, stop=False)
@@ -320,18 +313,6 @@ class DockerSandbox(Sandbox):
             proc.release()
 
 
-def container_limits(max_processes: int | None, memory_mb: int | None, cpus: float | None) -> dict[str, Any]:
-    """The Engine API's limits for a container: processes, memory with no swap beyond it, CPUs."""
-    limits: dict[str, Any] = {}
-    if max_processes:
-        limits["pids_limit"] = max_processes
-    if memory_mb:
-        limits.update(mem_limit=f"{memory_mb}m", memswap_limit=f"{memory_mb}m")
-    if cpus:
-        limits["nano_cpus"] = int(cpus * 1e9)
-    return limits
-
-
 class DockerImageSandbox(DockerSandbox):
     """`docker-image:<image>`: a fresh container, removed on close unless kept, with a finite lifetime unless kept
     (see docker_lifetime.py)."""
@@ -355,28 +336,9 @@ class DockerImageSandbox(DockerSandbox):
         """`network`: the container's network (None: none at all); `lifetime`: seconds the container may live (None:
         docker_lifetime.DEFAULT_LIFETIME; ignored when kept); `lease`: how long it outlives a client that stopped
         renewing it; `max_processes`, `memory_mb` (swap included) and `cpus`: its limits (None: none)."""
-        import docker
-
         client = connect()
-        now = time.time()
-        docker_lifetime.sweep(client.api, now)
-        command, labels = docker_lifetime.creation(lifetime, keep, now, lease)
-        try:
-            container = client.containers.create(
-                rest,
-                command,
-                detach=True,
-                network_mode=network or "none",
-                name=f"oc-repl-{uuid.uuid4().hex[:10]}",
-                labels=labels,
-                **container_limits(max_processes, memory_mb, cpus),
-            )
-        except docker.errors.ImageNotFound as exc:
-            raise SandboxError(
-                f"image {rest!r} not found", hint="build it first, e.g. docker build -t NAME DIR"
-            ) from exc
-        except docker.errors.APIError as exc:
-            raise SandboxError(f"cannot create a container from {rest!r}: {exc.explanation or exc}") from exc
+        limits = container_limits(max_processes, memory_mb, cpus)
+        container = create_container(client, rest, network, keep, lifetime, limits, lease)
         try:
             container.start()
             container.reload()

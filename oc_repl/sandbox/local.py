@@ -35,6 +35,7 @@ from oc_repl.sandbox.init_channel import ConfinedProcess
 from oc_repl.sandbox.limits import DEFAULT as DEFAULT_LIMITS
 from oc_repl.sandbox.limits import Limits
 from oc_repl.sandbox.local_process import EXIT_GRACE, CapturedProcess, LocalProcess, bash_argv, scan_proc
+from oc_repl.sandbox.meter import CallMeter, Metered, metered
 from oc_repl.types import ExecResult, Leftover, Sandbox
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def host_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not _SECRET_NAMES.search(k)}
 
 
-class LocalSandbox(Sandbox):
+class LocalSandbox(Metered, Sandbox):
     """Runs everything on this machine, confined unless `confine=False` (see the module doc)."""
 
     def __init__(
@@ -82,6 +83,7 @@ class LocalSandbox(Sandbox):
         self._procs: list[CapturedProcess] = []
         self._lock = threading.Lock()
         self._mark = local_marks.new_mark()
+        self.meter = CallMeter()
         self._confinement: Confinement | None = None
         if confine:
             try:
@@ -176,6 +178,7 @@ class LocalSandbox(Sandbox):
                 proc.release()
                 self._procs.remove(proc)
 
+    @metered
     def exec(self, command: str, timeout: float, cwd: str | None = None, user: str | None = None) -> ExecResult:
         """`user` is accepted for the seam's sake; on this machine commands run as the current user."""
         proc = self._start(command, tty=False, cwd=cwd, env=None)
@@ -193,8 +196,14 @@ class LocalSandbox(Sandbox):
             dropped=proc.dropped,
         )
 
+    @metered
     def spawn(
-        self, command: str, tty: bool = True, cwd: str | None = None, env: dict[str, str] | None = None
+        self,
+        command: str,
+        tty: bool = True,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        wait: float = 0.0,
     ) -> CapturedProcess:
         return self._start(command, tty=tty, cwd=cwd, env=env)
 
@@ -232,6 +241,7 @@ class LocalSandbox(Sandbox):
         else:
             Path(self._path(path)).mkdir(parents=True, exist_ok=True)
 
+    @metered
     def write_file(self, path: str, data: bytes) -> None:
         try:
             fd = self._open(path, write=True, parents=True)
@@ -242,6 +252,7 @@ class LocalSandbox(Sandbox):
         except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
             raise SandboxError(f"cannot write {path}: {getattr(exc, 'strerror', None) or exc}") from exc
 
+    @metered
     def read_file(self, path: str) -> bytes:
         try:
             with os.fdopen(self._open(path, write=False), "rb") as f:
@@ -251,6 +262,7 @@ class LocalSandbox(Sandbox):
         except (OSError, ValueError) as exc:
             raise SandboxError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from exc
 
+    @metered
     def put(self, src: Path, dest: str) -> None:
         """Copy a directory's contents into `dest`, or a file to `dest` (into it when `dest` is a directory)."""
         src = Path(src)
@@ -277,6 +289,7 @@ class LocalSandbox(Sandbox):
 
     # --- the end ----------------------------------------------------------------------------------------------
 
+    @metered
     def stop_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
         """Kill every process of the sandbox; the ones not in `keep` are reported."""
         with self._lock:

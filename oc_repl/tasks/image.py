@@ -67,7 +67,7 @@ def build_image(task: TaskDir, pull: bool = False) -> str:
     """Build the task's Dockerfile with the Engine API within the task's build timeout; returns the image's tag."""
     import docker
 
-    from oc_repl.sandbox.docker import connect
+    from oc_repl.sandbox.docker_container import connect
 
     client = connect()
     if task.dockerfile is None:
@@ -106,6 +106,6 @@ def task_network(task: TaskDir) -> str:
     daemon started without one; the run's header says which)."""
     if task.network == "none":
         return "none"
-    from oc_repl.sandbox.docker import connect
+    from oc_repl.sandbox.docker_container import connect
 
     return "bridge" if connect().networks.list(names=["bridge"]) else "none"

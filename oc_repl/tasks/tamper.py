@@ -169,8 +169,7 @@ class TamperProbe:
         return found
 
     def _run(self, script: str) -> str:
-        result = self.sandbox.exec(script, timeout=TIMEOUT, user="root")
-        return result.output.decode("utf-8", "replace")
+        return self.sandbox.run_own(script, timeout=TIMEOUT, user="root").decode("utf-8", "replace")
 
     def baseline(self) -> None:
         """SandboxError when the probe cannot run here; its looks then find nothing."""

@@ -240,3 +240,14 @@ def test_a_model_list_that_is_an_html_page_is_a_server_error(serve, tmp_path):
     assert "Traceback" not in run.stderr, run.stderr
     assert "the model list is not JSON" in run.stderr and "Pass --model NAME" in run.stderr, run.stderr
     assert server.chat_requests() == []
+
+
+def test_thread_completed_counts_the_sandbox_calls_and_their_time(serve, tmp_path):
+    server = serve({"replies": [exec_call("echo one"), exec_call("echo two"), answer("done")]})
+    transcript = tmp_path / "t.jsonl"
+    run = run_cli(base_args(server, tmp_path / "w", "--transcript", str(transcript), "go"), tmp_path)
+    assert run.returncode == 0, run.stderr
+    completed = events_of(transcript)[-1]
+    # each command started is a call (a local command's start: its run is waited for outside the call)
+    assert completed.type == "thread.completed" and completed.sandbox_calls >= 2
+    assert 0 < completed.sandbox_seconds < 30

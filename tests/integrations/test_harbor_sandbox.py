@@ -26,8 +26,10 @@ from oc_repl.errors import Deadline, SandboxError, SandboxLost  # noqa: E402
 from oc_repl.integrations.harbor import environment as harbor_env  # noqa: E402
 from oc_repl.integrations.harbor.environment import HarborSandbox, LoopBridge  # noqa: E402
 from oc_repl.protocols.camel.tools import ToolCallError  # noqa: E402
+from oc_repl.protocols.terminus.protocol import TerminusJson  # noqa: E402
 from oc_repl.protocols.terminus.pty_terminal import PtyTerminal  # noqa: E402
 from oc_repl.protocols.terminus.tmux import TmuxTerminal  # noqa: E402
+from oc_repl.protocols.terminus.tmux_inside import InsideTmuxTerminal  # noqa: E402
 from oc_repl.sandbox.docker import DockerImageSandbox  # noqa: E402
 from tests.camel_scenarios import SCENARIOS  # noqa: E402
 from tests.docker_support import IMAGE, docker_session  # noqa: E402
@@ -243,7 +245,7 @@ def test_camel_tools_answer_as_they_do_in_docker(box):
         pytest.fail("\n".join(differences), pytrace=False)
 
 
-@pytest.mark.parametrize("kind", [TmuxTerminal, PtyTerminal])
+@pytest.mark.parametrize("kind", [TmuxTerminal, InsideTmuxTerminal, PtyTerminal])
 def test_terminus_terminals_show_what_they_show_in_docker(box, kind):
     docker_box = DockerImageSandbox.from_spec(IMAGE, network="none")
     screens = []
@@ -254,9 +256,7 @@ def test_terminus_terminals_show_what_they_show_in_docker(box, kind):
             try:
                 shown = [terminal.observe()]
                 for keys in ("echo hello; printf 'a\\tb\\n'\n", "python3\n", "print(6*7)\n", "C-d"):
-                    started_at = time.monotonic()
-                    terminal.send_keys(keys)
-                    terminal.wait(5, started_at)
+                    terminal.run(keys, 5, time.monotonic(), observe=True)
                     shown.append(terminal.observe())
             finally:
                 terminal.close()
@@ -275,3 +275,60 @@ def test_no_terminal_without_script(loop, environment, monkeypatch):
             box.spawn("cat", tty=True)
     finally:
         box.close()
+
+
+# --- what a call costs here: one a command ---------------------------------------------------------------------------
+
+
+def calls_made(box: HarborSandbox, work: Any) -> int:
+    before = box.calls()[0]
+    work()
+    return box.calls()[0] - before
+
+
+def test_the_terminal_waits_inside_the_environment_one_call_a_command(box, monkeypatch):
+    monkeypatch.delenv("OC_REPL_TERMINAL", raising=False)
+    assert box.call_latency() > 0.02  # what a call costs here decides the terminal; the setup exec measured it
+    protocol = TerminusJson()
+    terminals: list[Any] = []
+    try:
+        assert calls_made(box, lambda: terminals.append(protocol._terminal_for(box))) <= 2
+        (terminal,) = terminals
+        assert isinstance(terminal, InsideTmuxTerminal)
+        assert calls_made(box, terminal.observe) == 0  # the first screen came with the start
+        for keys, shown in (("echo one-$((1+1))\n", "\none-2\n"), ("sleep 1; echo slept\n", "\nslept\n")):
+            started_at = time.monotonic()
+
+            def command(keys: str = keys, shown: str = shown, started_at: float = started_at) -> None:
+                terminal.run(keys, 10.0, started_at, observe=True)
+                assert shown in terminal.observe()[1] and terminal.alive()
+
+            assert calls_made(box, command) == 1
+            assert time.monotonic() - started_at < 5  # back once the shell was idle, not after 10 s
+        # an empty turn: its observation and the probe the protocol takes after it are one call
+        assert calls_made(box, lambda: (terminal.observe(), terminal.probe().idle)) == 1
+    finally:
+        protocol.close()
+
+
+def test_a_helper_the_model_removed_is_written_again(box):
+    terminal = InsideTmuxTerminal(box, cwd="/tmp")
+    try:
+        terminal.run("rm -f /tmp/.oc-repl-term-*\n", 5, time.monotonic(), observe=True)
+        terminal.observe()
+        assert calls_made(box, lambda: terminal.run("echo back\n", 5, time.monotonic(), observe=True)) == 2
+        assert "\nback\n" in terminal.observe()[1]
+    finally:
+        terminal.close()
+
+
+def test_camel_tools_make_one_call_each(box):
+    tools = builtin_tools(box)
+    try:
+        tools.ensure_workdir()
+        run = {"id": "a", "command": "sleep 1; echo done", "block": True, "timeout": 20}
+        assert calls_made(box, lambda: tools.call("shell_exec", run)) == 1
+        tools.call("shell_exec", {"id": "s", "command": "sleep 30", "block": False})
+        assert calls_made(box, lambda: tools.call("shell_view", {"id": "s"})) == 1
+    finally:
+        tools.close_sessions()

@@ -31,9 +31,12 @@ from oc_repl.sandbox import leftovers
 from oc_repl.sandbox.capture import gap_marker
 from oc_repl.sandbox.docker import DEFAULT_WORKDIR
 from oc_repl.sandbox.docker_exec import kill_recorded
+from oc_repl.sandbox.meter import CallMeter
 from oc_repl.types import ExecResult, Leftover, Sandbox
 
-POLL_WINDOW = 2.0  # seconds one look may wait in the environment for a command's end
+# Seconds one look may wait in the environment for a command's end: a call is costly, so a wait is one call (an exec
+# of 20 s, camel's default, or a terminal's wait of up to a minute); a command that runs longer is looked at again.
+WINDOW = 600.0
 EXEC_MARGIN = 60  # Harbor's own exec timeout, a backstop over what a script itself waits
 READ_GAP = 0.2  # a running process's output is fetched at most this often: every fetch is an exec
 TERMINAL_ENV = {"TERM": "xterm", "PYTHONUNBUFFERED": "1"}  # as docker: gives its terminal processes
@@ -57,8 +60,10 @@ class HarborSandbox(Sandbox):
         terminal: bool,
         output_limit: int = 1 << 20,
         baseline: list[str] | None = None,
+        meter: CallMeter | None = None,
     ) -> None:
         self.env, self.bridge = environment, bridge
+        self.meter = meter or CallMeter()  # every environment call: the setup's in `open` is the first
         self.baseline = baseline or []  # "pid:starttime" of the processes that ran when the sandbox opened
         self.directory = directory
         self.workdir = workdir
@@ -75,7 +80,10 @@ class HarborSandbox(Sandbox):
         """Check the environment has what the sandbox runs on and make its directory (on the loop, awaited)."""
         marker, directory, workdir = sh.token(), f"{sh.ROOT}/{sh.token()}", workdir or DEFAULT_WORKDIR
         script = f"{sh.setup(directory, workdir, marker)}\n{leftovers.baseline_script(marker + 'b')}"  # and what runs
-        result = await environment.exec(script, timeout_sec=EXEC_MARGIN)
+        meter = CallMeter()
+        with meter.timed():
+            result = await environment.exec(script, timeout_sec=EXEC_MARGIN)
+        meter.known_latency(meter.seconds)  # a trivial call, for all the environment's own costs
         fields = sh.status(_text(result), marker)
         if fields is None:
             raise SandboxError(f"the environment did not run oc-repl's setup: {_text(result).strip()[-300:]}")
@@ -85,7 +93,8 @@ class HarborSandbox(Sandbox):
             make = f"mkdir -p {shlex.quote(workdir)}"
             if owner is not None:
                 make += f" && chown {shlex.quote(str(owner))} {shlex.quote(workdir)}"
-            made = await environment.exec(make, user="root", timeout_sec=EXEC_MARGIN)
+            with meter.timed():
+                made = await environment.exec(make, user="root", timeout_sec=EXEC_MARGIN)
             if made.return_code == 0:
                 missing.remove(workdir)
         needed = [name for name in missing if name != "script"]
@@ -103,6 +112,7 @@ class HarborSandbox(Sandbox):
             terminal="script" not in missing,
             output_limit=output_limit,
             baseline=leftovers.parse_baseline(_text(result), marker + "b"),
+            meter=meter,
         )
 
     def isolation(self) -> Isolation:
@@ -111,18 +121,36 @@ class HarborSandbox(Sandbox):
         mode = str(getattr(getattr(policy, "network_mode", None), "value", ""))
         return Isolation(confinement="harbor", network="none" if mode == "no-network" else mode, limits="harbor")
 
+    def call_latency(self) -> float:
+        return self.meter.latency(lambda: self.run_script(":"))  # known from the setup exec
+
+    def calls(self) -> tuple[int, float]:
+        return self.meter.totals()
+
     # --- plumbing ----------------------------------------------------------------------------------------------
+
+    def _call(self, make: Any) -> Any:
+        """One environment call, counted."""
+        with self.meter.timed():
+            return self.bridge.call(make)
 
     def run_script(self, script: str, wait: float = 0.0, user: str | None = None) -> str:
         """One exec of one of our scripts; what it printed. A failed exec is a SandboxError."""
         timeout = math.ceil(wait) + EXEC_MARGIN
         try:
-            result = self.bridge.call(lambda: self.env.exec(script, timeout_sec=timeout, user=user))
+            result = self._call(lambda: self.env.exec(script, timeout_sec=timeout, user=user))
         except (SandboxError, Deadline):
             raise
         except Exception as exc:  # whatever the environment raises: Harbor's exec timeout, a lost connection
             raise SandboxError(f"the environment's exec failed: {exc}") from exc
         return _text(result)
+
+    def run_own(self, script: str, timeout: float, cwd: str | None = None, user: str | None = None) -> bytes:
+        # one exec, without the detached runner a command gets: each process it spawns costs on a loaded machine;
+        # in the sandbox's workdir, or / once the model removed it (a script given a directory needs that one)
+        where = f"cd -- {shlex.quote(cwd)} || exit 1" if cwd else f"cd -- {shlex.quote(self.workdir)} || cd /"
+        text = self.run_script(f"exec 2>&1\nexport TERM=dumb\n{where}\n{script}", timeout, user)
+        return text.encode("utf-8", "surrogatepass")
 
     def report(self, script: str, marker: str, wait: float = 0.0, user: str | None = None) -> sh.Report:
         text = self.run_script(script, wait, user)
@@ -141,7 +169,7 @@ class HarborSandbox(Sandbox):
             tmp.write(data)
         try:
             os.chmod(tmp.name, 0o644)  # readable by whichever user the environment runs commands as
-            self.bridge.call(lambda: self.env.upload_file(tmp.name, target))
+            self._call(lambda: self.env.upload_file(tmp.name, target))
         except (SandboxError, Deadline):
             raise
         except Exception as exc:
@@ -167,7 +195,7 @@ class HarborSandbox(Sandbox):
                 "the environment has no `script` (util-linux) to give the process a terminal",
                 hint="install util-linux (bsdutils) in the image, or use blocking commands",
             )
-        path, marker = f"{self.directory}/{sh.token()}", sh.token()
+        path, marker, wait = f"{self.directory}/{sh.token()}", sh.token(), min(max(wait, 0.0), WINDOW)
         data = command.encode("utf-8", "surrogateescape" if _escapable(command) else "surrogatepass")
         inline = len(data) <= sh.INLINE_COMMAND
         if not inline:
@@ -188,7 +216,7 @@ class HarborSandbox(Sandbox):
 
     def exec(self, command: str, timeout: float, cwd: str | None = None, user: str | None = None) -> ExecResult:
         started = time.monotonic()
-        proc = self.spawn(command, tty=False, cwd=cwd, user=user, wait=min(max(timeout, 0.0), POLL_WINDOW))
+        proc = self.spawn(command, tty=False, cwd=cwd, user=user, wait=max(timeout, 0.0))
         timed_out = not proc.wait(timeout - (time.monotonic() - started))
         if timed_out:
             proc.kill()
@@ -223,7 +251,7 @@ class HarborSandbox(Sandbox):
         target = self._abs(dest)
         upload = self.env.upload_dir if src.is_dir() else self.env.upload_file
         try:
-            self.bridge.call(lambda: upload(src, target))
+            self._call(lambda: upload(src, target))
         except (SandboxError, Deadline):
             raise
         except Exception as exc:
@@ -276,6 +304,7 @@ class HarborProcess:
         self._dropped = 0
         self._last_read = 0.0
         self._pending += self._take(report)
+        self._looked_at = time.monotonic()
 
     def _take(self, report: sh.Report) -> bytes:
         """Apply a look's report; the output it carried."""
@@ -292,20 +321,25 @@ class HarborProcess:
             self._exit_code = report.exit_code if report.state == "done" else None
         return data
 
-    def _look(self, wait: float, consume: bool) -> bytes:
+    def _look(self, wait: float) -> bytes:
+        """One look, which takes the output so far with it: a read right after it needs no call of its own."""
         marker = sh.token()
-        script = sh.look(self.path, marker, wait=wait, offset=self._offset, half=self._box.half, consume=consume)
-        return self._take(self._box.report(script, marker, wait))
+        script = sh.look(self.path, marker, wait=wait, offset=self._offset, half=self._box.half, consume=True)
+        found = self._take(self._box.report(script, marker, wait))
+        self._last_read = self._looked_at = time.monotonic()
+        return found
 
     def wait(self, timeout: float) -> bool:
         deadline = time.monotonic() + max(0.0, timeout)
-        looked = False
         with self._lock:
+            # a look made just now (the start's, which may have waited for the end in the same call) answers a wait
+            # whose time is up: its time was counted in the environment, from the command's start
+            looked = time.monotonic() - self._looked_at < READ_GAP
             while not self._ended:
                 left = deadline - time.monotonic()
                 if looked and left <= 0:
                     return False
-                self._pending += self._look(min(max(left, 0.0), POLL_WINDOW), consume=False)
+                self._pending += self._look(min(max(left, 0.0), WINDOW))
                 looked = True
         return True
 
@@ -315,8 +349,7 @@ class HarborProcess:
     def read_available(self) -> bytes:
         with self._lock:
             if not self._ended and time.monotonic() - self._last_read >= READ_GAP:
-                self._pending += self._look(0.0, consume=True)
-                self._last_read = time.monotonic()
+                self._pending += self._look(0.0)
             data, self._pending = self._pending, b""
         return data
 

@@ -96,6 +96,8 @@ class RunRecord:
                 tool_calls_native=self.completed.tool_calls_native,
                 tool_calls_salvaged=self.completed.tool_calls_salvaged,
                 transcript=self.completed.transcript,
+                environment_calls=self.completed.sandbox_calls,  # Harbor's environment: each exec and upload
+                environment_seconds=self.completed.sandbox_seconds,
             )
         if self.last_error is not None:
             found["error"] = {"kind": self.last_error.kind, "message": self.last_error.message}

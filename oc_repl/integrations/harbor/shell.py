@@ -142,10 +142,12 @@ def look(path: str, marker: str, *, wait: float, offset: int, half: int, consume
 
 
 def kill(path: str, marker: str, *, offset: int, half: int, kill_group: str) -> str:
-    """SIGKILL the command's group and session, wait (briefly) for the runner to be gone, then take its output."""
+    """SIGKILL the command's group and session, wait (briefly) for the runner to be gone, wake a look still waiting
+    for the end (one whose exec was given up on: the runner killed, nothing else would), then take its output."""
     return (
         f"{_head(marker, path)}\n{_LOOK}\n{kill_group}\n"
         "i=0; while ocr_alive && [ $i -lt 200 ]; do sleep 0.01; i=$((i+1)); done\n"
+        '[ -p "$f.ev" ] && echo 1<> "$f.ev"\n'
         f"ocr_look 0 {offset} {half} 1"
     )
 
@@ -160,9 +162,11 @@ def write(path: str, marker: str, data: bytes) -> str:
 
 
 def close(directory: str, kill_each: str) -> str:
-    """Kill what every command of the sandbox left running (`kill_each` reads the pid file `$p`), then clean up."""
+    """Kill what every command of the sandbox left running (`kill_each` reads the pid file `$p`), wake any look still
+    waiting for an end, then clean up."""
     d = shlex.quote(directory)
-    return f'exec 2>/dev/null; for p in {d}/*.pid; do [ -e "$p" ] || continue; {kill_each}; done; rm -rf {d}'
+    wake = f'for e in {d}/*.ev; do [ -p "$e" ] && echo 1<> "$e"; done'
+    return f'exec 2>/dev/null; for p in {d}/*.pid; do [ -e "$p" ] || continue; {kill_each}; done; {wake}; rm -rf {d}'
 
 
 @dataclass

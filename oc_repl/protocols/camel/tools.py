@@ -87,6 +87,7 @@ DRAIN_IDLE_S, DRAIN_MAX_S = 0.3, 2.0
 # Upstream's toolkit was built with timeout=20.0: the wall limit of every call but shell_exec (without no_wall_limit).
 WALL_LIMIT = 20.0
 _POLL_S = 0.05
+WAIT_WITHOUT_LIMIT = 3600.0  # the first wait of a command with none of its own (see `_wait`)
 # Upstream returned whole outputs and let the prompt be cut later; one huge output would fill this model's 16k
 # context on its own, so results keep their first and last halves of this many characters.
 OBSERVATION_LIMIT = 16384
@@ -157,17 +158,21 @@ class CamelTerminalTools:
         if timeout is _LEFT_OUT or (timeout is None and self.deviations.null_timeout_bounded):
             # Upstream waited forever on an explicit null; a client should not hang on it.
             timeout = self.default_timeout
-        proc = self._spawn(command, tty=False)
-        if isinstance(proc, ToolResult):
-            return proc
         # upstream started the command, then waited with thread.join(timeout): a value join refuses is reported, and
         # the command goes on untracked
         problem = "" if timeout is None else join_error(timeout)
+        limit = None if timeout is None or problem else float(max(timeout, 0))
+        started = time.monotonic()
+        # where calls are costly, the start waits for the end in the same call (a command that ends in time: one)
+        wait = 0.0 if problem else WAIT_WITHOUT_LIMIT if limit is None else limit
+        proc = self._spawn(command, tty=False, wait=wait)
+        if isinstance(proc, ToolResult):
+            return proc
         if problem:
             self._replaced.append(proc)
             return ToolResult(self.m.render("exec.error", error=problem), "failed", command=command)
         try:
-            finished = self._wait(proc, None if timeout is None else float(max(timeout, 0)))
+            finished = self._wait(proc, None if limit is None else limit - (time.monotonic() - started))
         except KeyboardInterrupt as stop:  # the turn stops: the command goes with it, its output is kept
             proc.kill()
             raise ToolInterrupted(self._blocking_text(proc.read_available()), stop) from None
@@ -277,7 +282,7 @@ class CamelTerminalTools:
     def _wait(self, proc: Process, limit: float | None) -> bool:
         if limit is not None:
             return proc.wait(limit)
-        while not proc.wait(3600.0):  # no limit of its own: the run's limits (or Ctrl-C) end it
+        while not proc.wait(WAIT_WITHOUT_LIMIT):  # no limit of its own: the run's limits (or Ctrl-C) end it
             pass
         return True
 
@@ -309,11 +314,11 @@ class CamelTerminalTools:
             self._replaced.append(old.proc)
         self._sessions[id] = session
 
-    def _spawn(self, command: str, tty: bool) -> Process | ToolResult:
+    def _spawn(self, command: str, tty: bool, wait: float = 0.0) -> Process | ToolResult:
         """The command started, or upstream's answer when the sandbox refuses to start it (a lost sandbox still ends
         the run)."""
         try:
-            return self.sandbox.spawn(command, tty=tty, cwd=self.workdir)
+            return self.sandbox.spawn(command, tty=tty, cwd=self.workdir, wait=wait)
         except SandboxLost:
             raise
         except SandboxError as exc:  # the daemon refused the exec

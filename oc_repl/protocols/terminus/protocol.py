@@ -33,10 +33,13 @@ from oc_repl.protocols.terminus.parse import (
     salvage_xml,
     strip_think,
 )
-from oc_repl.protocols.terminus.tmux import MAX_WAIT, Terminal, TmuxTerminal, private_socket
+from oc_repl.protocols.terminus.tmux import MAX_WAIT, NoTmux, Terminal, TmuxTerminal, private_socket
 from oc_repl.types import AgentProtocol, Approve, Asset, Emit, Message, Reply, Request, Sandbox, Step, Task, allow_all
 
 PROMPT_FIELDS = ("instruction", "terminal_state")
+# A sandbox whose trivial call takes this long or longer gets a terminal that waits inside it, one call a command
+# (tmux_inside.py); below, looking from outside (a call per look) returns sooner.
+COSTLY_CALL = 0.02
 NOTICES_SPEC = {"interrupted": ("observation",), "declined": ("keystrokes",)}
 
 
@@ -72,17 +75,30 @@ class TerminusProtocol(AgentProtocol):
             choice = os.environ.get("OC_REPL_TERMINAL") or "auto"
             if choice not in ("auto", "tmux", "pty"):
                 raise UsageError(f"OC_REPL_TERMINAL={choice}: expected auto, tmux or pty")
-            if choice == "auto":
-                choice = "tmux" if sandbox.exec("command -v tmux", timeout=30).exit_code == 0 else "pty"
-            upstream_keys = not self.deviations.all_keys_typed
-            if choice == "pty":
-                from oc_repl.protocols.terminus.pty_terminal import PtyTerminal  # pyte is needed only here
-
-                self._terminal = PtyTerminal(sandbox, cwd=cwd, upstream_keys=upstream_keys)
-            else:
-                socket = private_socket() if sandbox.spec.startswith("local:") else None
-                self._terminal = TmuxTerminal(sandbox, cwd=cwd, socket=socket, upstream_keys=upstream_keys)
+            self._terminal = self._open_terminal(sandbox, cwd, choice)
         return self._terminal
+
+    def _open_terminal(self, sandbox: Sandbox, cwd: str, choice: str) -> Terminal:
+        upstream_keys = not self.deviations.all_keys_typed
+        socket = private_socket() if sandbox.spec.startswith("local:") else None
+        if choice != "pty" and sandbox.call_latency() >= COSTLY_CALL:
+            from oc_repl.protocols.terminus.tmux_inside import HelperRefused, InsideTmuxTerminal
+
+            try:  # its first call finds out whether there is tmux
+                return InsideTmuxTerminal(sandbox, cwd=cwd, socket=socket, upstream_keys=upstream_keys)
+            except NoTmux:
+                if choice == "tmux":
+                    raise
+                choice = "pty"
+            except HelperRefused:
+                choice = "tmux"
+        if choice == "auto":
+            choice = "tmux" if sandbox.exec("command -v tmux", timeout=30).exit_code == 0 else "pty"
+        if choice == "pty":
+            from oc_repl.protocols.terminus.pty_terminal import PtyTerminal  # pyte is needed only here
+
+            return PtyTerminal(sandbox, cwd=cwd, upstream_keys=upstream_keys)
+        return TmuxTerminal(sandbox, cwd=cwd, socket=socket, upstream_keys=upstream_keys)
 
     def _observe(self, terminal: Terminal) -> str:
         kind, text = terminal.observe()
@@ -176,7 +192,7 @@ class TerminusProtocol(AgentProtocol):
 
     def _execute(self, parsed: Parsed, terminal: Terminal, emit: Emit, approve: Approve) -> str:
         told: list[str] = []  # what a person's refusals tell the model, ahead of the screen
-        for command in parsed.commands:
+        for number, command in enumerate(parsed.commands, 1):
             item = ev.CommandExecution(id=ev.new_id(), tool="keystrokes", command=command.keystrokes)
             emit(ev.ItemStarted(item=item))
             keys = approve(command.keystrokes)
@@ -187,9 +203,9 @@ class TerminusProtocol(AgentProtocol):
                 continue
             item.command = keys  # as typed, after the person watching edited it
             started = time.monotonic()
-            terminal.send_keys(keys)
+            duration, idle = min(command.duration, MAX_WAIT), self.deviations.returns_when_idle
             try:
-                terminal.wait(min(command.duration, MAX_WAIT), started, until_idle=self.deviations.returns_when_idle)
+                terminal.run(keys, duration, started, until_idle=idle, observe=number == len(parsed.commands))
             except KeyboardInterrupt:  # the user stopped the turn: stop what the keys started, and say so
                 self._interrupted(terminal, item, emit)
                 raise
@@ -215,8 +231,7 @@ class TerminusProtocol(AgentProtocol):
     def _interrupted(self, terminal: Terminal, item: ev.CommandExecution, emit: Emit) -> None:
         """Ctrl-C to the terminal, then the screen it leaves goes to the model (with a word on what happened, while
         interruption_told is on), so the conversation can go on from there."""
-        terminal.send_keys("C-c")
-        terminal.wait(1.0, time.monotonic())
+        terminal.run("C-c", 1.0, time.monotonic(), observe=True)
         observation = self._limit(self._observe(terminal))
         item.status, item.aggregated_output = "failed", observation
         emit(ev.ItemCompleted(item=item))

@@ -126,6 +126,29 @@ class Typed:
         return True
 
 
+def judge(typed: Typed, reads: str, stat: str, children: str, cursor: str, screen: str) -> Probe:
+    """One look judged by the rules above: the shell's read count (taken first), its /proc stat and children, tmux's
+    cursor (`X Y`) and the visible screen of the same moment."""
+    x, _, y = cursor.partition(" ")
+    rows = screen.split("\n")
+    row = rows[int(y)] if y.isdigit() and int(y) < len(rows) else ""
+    read_all = typed.read(_number(reads))
+    idle = read_all and _shell_idle(stat, children) and x.isdigit() and _at_prompt(row, int(x))
+    return Probe(idle=idle, screen=screen)
+
+
+def send_calls(keys: str, upstream_keys: bool) -> tuple[list[list[str]], bytes]:
+    """The send-keys calls (arguments after `send-keys -t agent`) for `keys`, and the bytes they type."""
+    if upstream_keys:
+        # Upstream's one call, its failures unseen; one too long for tmux's client fails there, so is not made.
+        carried = "\0" not in keys and fits(["send-keys", "-t", SESSION, keys])
+        return ([[keys]] if carried else []), key_bytes(keys) if upstream_types(keys) else b""
+    # `--` ends the flags: keys starting with `-` are typed. tmux still decides whether they are a key name.
+    if "\0" not in keys and fits(["send-keys", "-t", SESSION, "--", keys]):
+        return [["--", keys]], key_bytes(keys)
+    return literal_calls(keys), key_bytes(keys)
+
+
 class Terminal:
     """What the terminus protocol drives: keys in, screens out. Subclasses bring the terminal itself; the waiting
     rule and the observation rule are shared, so every backend is judged and shown the same way.
@@ -153,6 +176,12 @@ class Terminal:
 
     def close(self) -> None:
         raise NotImplementedError
+
+    def run(self, keys: str, duration: float, started: float, until_idle: bool = True, observe: bool = False) -> None:
+        """One command: its keys, then `wait`. `observe`: an observation follows at once, which a terminal whose
+        calls are costly takes in the same call."""
+        self.send_keys(keys)
+        self.wait(duration, started, until_idle)
 
     def wait(self, duration: float, started: float, until_idle: bool = True) -> None:
         """Wait what upstream waits after a command, `min(duration, 60)` from `started`; `until_idle` (the default),
@@ -207,30 +236,42 @@ class TmuxTerminal(Terminal):
         self.sandbox = sandbox
         self.upstream_keys = upstream_keys
         self.tmux = "tmux" + (f" -L {shlex.quote(socket)}" if socket else "")
+        self._socket = socket
+        self._socket_path: str | None = None
         self._previous: str | None = None
         self._typed = Typed()
         self._answered = False  # the last call to tmux was a capture, which found the session (see `alive`)
-        check = sandbox.exec("command -v tmux", timeout=30)
-        if check.exit_code != 0:
-            raise SandboxError("tmux is not installed in the sandbox", hint="install tmux there (apt-get install tmux)")
+        self._start(cwd)
+
+    def start_command(self) -> str:
+        """The tmux command list that starts the session and prints `PANE_PID SOCKET_PATH`."""
         # Inside a container tmux starts as upstream starts it. Our own local server starts as it would in a fresh
         # container: no user or system config (-f /dev/null), and a bash login shell in the pane whatever the user's
         # shell is (tmux takes its default-shell from $SHELL when the server starts, and runs it as `-bash`).
-        launch = f"SHELL=/bin/bash {self.tmux} -f /dev/null" if socket else self.tmux
+        launch = f"SHELL=/bin/bash {self.tmux} -f /dev/null" if self._socket else self.tmux
         # A session of that name is an earlier terminal's that outlived its client (a killed shell resumed in its kept
         # container, an attached container used before): it is ended, in the same call, so this one can start.
-        leftover = "" if socket else f"{self.tmux} kill-session -t {SESSION} 2>/dev/null; "
-        start = (
+        leftover = "" if self._socket else f"{self.tmux} kill-session -t {SESSION} 2>/dev/null; "
+        return (
             f"{leftover}{launch} new-session -x {WIDTH} -y {HEIGHT} -d -s {SESSION} \\; "
             f"set-option -t {SESSION} history-limit {HISTORY_LIMIT} \\; "
             f"display-message -p -t {SESSION} '#{{pane_pid}} #{{socket_path}}'"
         )
-        pid, _, path = self._run(start, cwd=cwd).strip().partition(" ")
-        self._socket_path = path if socket else None
+
+    def started(self, pane: str) -> None:
+        """The session's pane as `start_command` printed it: its shell is the terminal's for the whole session."""
+        pid, _, path = pane.strip().partition(" ")
+        self._socket_path = path if self._socket else None
         if not pid.isdigit():
             self.close()
             raise SandboxError(f"the terminal failed: tmux gave no pane ({pid or 'no output'})")
-        self.pid = int(pid)  # the pane's shell: the same process for the whole session
+        self.pid = int(pid)
+
+    def _start(self, cwd: str | None) -> None:
+        check = self.sandbox.exec("command -v tmux", timeout=30)
+        if check.exit_code != 0:
+            raise NoTmux()
+        self.started(self._run(self.start_command(), cwd=cwd))
         try:  # the first screen the model sees should hold the shell's prompt, not a blank pane still starting up
             self.wait(STARTUP_WAIT, time.monotonic())
         except BaseException:
@@ -247,22 +288,15 @@ class TmuxTerminal(Terminal):
 
     # --- keys and screens ------------------------------------------------------------------------------------
 
-    def _calls(self, keys: str) -> tuple[list[list[str]], bytes]:
-        """The send-keys calls (arguments after `send-keys -t agent`) for `keys`, and the bytes they type."""
-        if self.upstream_keys:
-            # Upstream's one call, its failures unseen; one too long for tmux's client fails there, so is not made.
-            carried = "\0" not in keys and fits(["send-keys", "-t", SESSION, keys])
-            return ([[keys]] if carried else []), key_bytes(keys) if upstream_types(keys) else b""
-        # `--` ends the flags: keys starting with `-` are typed. tmux still decides whether they are a key name.
-        if "\0" not in keys and fits(["send-keys", "-t", SESSION, "--", keys]):
-            return [["--", keys]], key_bytes(keys)
-        return literal_calls(keys), key_bytes(keys)
+    def key_scripts(self, keys: str) -> tuple[list[str], bytes]:
+        """The scripts (one exec each) that type `keys`, and the bytes they type."""
+        calls, typed = send_calls(keys, self.upstream_keys)
+        commands = [f"{self.tmux} send-keys -t {SESSION} {shlex.join(args)}" for args in calls]
+        return _scripts(commands) or [":"], typed
 
     def send_keys(self, keys: str) -> None:
         self._answered = False
-        calls, typed = self._calls(keys)
-        commands = [f"{self.tmux} send-keys -t {SESSION} {shlex.join(args)}" for args in calls]
-        scripts = _scripts(commands) or [":"]
+        scripts, typed = self.key_scripts(keys)
         # The read count is taken in the same exec as the keys, just before them.
         first = self.sandbox.exec(f"{read_count(self.pid)}; {scripts[0]}", timeout=30)
         reads, _, said = first.output.decode("utf-8", "replace").partition("\n")
@@ -290,12 +324,7 @@ class TmuxTerminal(Terminal):
         head, _, tail = self._run(script).partition(_SPLIT + "\n")
         reads, stat, children, *_ = head.split("\n") + ["", "", ""]
         cursor, _, screen = tail.partition("\n")
-        x, _, y = cursor.partition(" ")
-        rows = screen.split("\n")
-        row = rows[int(y)] if y.isdigit() and int(y) < len(rows) else ""
-        read_all = self._typed.read(_number(reads))
-        idle = read_all and _shell_idle(stat, children) and x.isdigit() and _at_prompt(row, int(x))
-        return Probe(idle=idle, screen=screen)
+        return judge(self._typed, reads, stat, children, cursor, screen)
 
     def alive(self) -> bool:
         # tmux captures only a session that exists: asked right after a capture (as the protocol asks after each
@@ -308,6 +337,11 @@ class TmuxTerminal(Terminal):
             self.sandbox.exec(f"{self.tmux} kill-server; rm -f -- {shlex.quote(self._socket_path)}", timeout=30)
         else:
             self.sandbox.exec(f"{self.tmux} kill-session -t {SESSION}", timeout=30)
+
+
+class NoTmux(SandboxError):
+    def __init__(self) -> None:
+        super().__init__("tmux is not installed in the sandbox", hint="install tmux there (apt-get install tmux)")
 
 
 def _failure(output: str, timed_out: bool) -> SandboxError:

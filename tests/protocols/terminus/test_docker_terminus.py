@@ -151,12 +151,12 @@ def test_a_container_without_tmux_gets_the_pty(container, monkeypatch):
     protocol.close()
 
 
-@pytest.mark.parametrize("kind", ["tmux", "pty"])
+@pytest.mark.parametrize("kind", ["tmux", "tmux_inside", "pty"])
 def test_typed_ahead_commands_show_what_full_sleeps_show_in_a_container(kind, container):
     check_typed_ahead(kind, container, "/tmp")
 
 
-@pytest.mark.parametrize("kind", ["tmux", "pty"])
+@pytest.mark.parametrize("kind", ["tmux", "tmux_inside", "pty"])
 def test_and_10_5d_every_keystroke_string_is_typed_in_a_container(kind, container):
     with opened(kind, container, "/tmp") as terminal:
         check_dashes_and_long_keys(terminal)

@@ -26,10 +26,13 @@ from oc_repl.protocols.terminus.keys import deliverable, key_bytes
 from oc_repl.protocols.terminus.protocol import TerminusJson
 from oc_repl.protocols.terminus.pty_terminal import PtyTerminal
 from oc_repl.protocols.terminus.tmux import Terminal, TmuxTerminal, _at_prompt, private_socket
+from oc_repl.protocols.terminus.tmux_inside import InsideTmuxTerminal
 from oc_repl.sandbox.local import LocalSandbox
 from oc_repl.types import Sandbox
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+# every terminal: tmux looked at from outside, tmux waited on inside the sandbox (one call a command), the pty
+KINDS = [pytest.param("tmux", marks=needs_tmux), pytest.param("tmux_inside", marks=needs_tmux), "pty"]
 Step = list[tuple[str, float]]
 
 
@@ -60,14 +63,22 @@ def tmux(box: LocalSandbox) -> Iterator[TmuxTerminal]:
     terminal.close()
 
 
+@pytest.fixture
+def tmux_inside(box: LocalSandbox) -> Iterator[InsideTmuxTerminal]:
+    terminal = InsideTmuxTerminal(box, cwd=box.workdir, socket=private_socket())
+    yield terminal
+    terminal.close()
+
+
 @contextmanager
 def opened(kind: str, box: Sandbox, cwd: str, upstream_keys: bool = False) -> Iterator[Terminal]:
-    """A terminal of either kind, as the protocol opens it: a private tmux server locally, tmux's own in a container."""
+    """A terminal of any kind, as the protocol opens it: a private tmux server locally, tmux's own in a container."""
     if kind == "pty":
         terminal: Terminal = PtyTerminal(box, cwd=cwd, upstream_keys=upstream_keys)
     else:
         socket = private_socket() if box.spec.startswith("local:") else None
-        terminal = TmuxTerminal(box, cwd=cwd, socket=socket, upstream_keys=upstream_keys)
+        made = InsideTmuxTerminal if kind == "tmux_inside" else TmuxTerminal
+        terminal = made(box, cwd=cwd, socket=socket, upstream_keys=upstream_keys)
     try:
         yield terminal
     finally:
@@ -76,10 +87,8 @@ def opened(kind: str, box: Sandbox, cwd: str, upstream_keys: bool = False) -> It
 
 def play(terminal: Terminal, step: Step, exact: bool = False) -> str:
     """What the protocol does with one reply: each command's keys and wait, then one observation."""
-    for keys, duration in step:
-        started = time.monotonic()
-        terminal.send_keys(keys)
-        terminal.wait(duration, started, until_idle=not exact)
+    for number, (keys, duration) in enumerate(step, 1):
+        terminal.run(keys, duration, time.monotonic(), until_idle=not exact, observe=number == len(step))
     return observed(terminal)
 
 
@@ -110,12 +119,14 @@ def steady(observation: str) -> str:
 
 
 @needs_tmux
-def test_the_same_session_shows_the_same_observations_as_tmux(tmux, pty):
+def test_the_same_session_shows_the_same_observations_as_tmux(tmux, tmux_inside, pty):
     for step, expected in SESSION:
         seen = steady(play(tmux, step))
         assert re.search(expected, seen), (step, seen)
+        assert steady(play(tmux_inside, step)) == seen, step
         assert steady(play(pty, step)) == seen, step
-    assert pty.capture() == tmux.capture() and pty.capture(entire=True) == tmux.capture(entire=True)
+    for other in (tmux_inside, pty):
+        assert other.capture() == tmux.capture() and other.capture(entire=True) == tmux.capture(entire=True)
 
 
 @needs_tmux
@@ -216,7 +227,7 @@ def test_literal_text_runs_and_a_trailing_semicolon_is_dropped(pty):
     assert "\nz\n" in play(pty, [("", 0.1), ("echo z", 0.1), ("Enter", 1.0)])  # "" sends nothing
 
 
-@pytest.mark.parametrize("kind", [pytest.param("tmux", marks=needs_tmux), "pty"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_the_wait_ends_once_the_shell_is_back_at_its_prompt(kind, request):
     terminal: Terminal = request.getfixturevalue(kind)
     observed(terminal)
@@ -328,7 +339,7 @@ def check_typed_ahead(kind: str, box: Sandbox, cwd: str) -> None:
     assert seen[False] == seen[True]
 
 
-@pytest.mark.parametrize("kind", [pytest.param("tmux", marks=needs_tmux), "pty"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_typed_ahead_commands_show_what_full_sleeps_show(kind, box):
     check_typed_ahead(kind, box, box.workdir)
 
@@ -360,7 +371,7 @@ def check_dashes_and_long_keys(terminal: Terminal) -> None:
     assert f"\n{hashlib.sha256(HEREDOC.encode()).hexdigest()}  big.txt\n" in seen
 
 
-@pytest.mark.parametrize("kind", [pytest.param("tmux", marks=needs_tmux), "pty"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_and_10_5d_every_keystroke_string_is_typed(kind, box):
     with opened(kind, box, box.workdir) as terminal:
         check_dashes_and_long_keys(terminal)
@@ -371,7 +382,7 @@ REJECTED = ["-1\n", "--help\n", "--", "-l x\n", "a\0b\n", "x" * 16345, "y" * 200
 FITS = f"echo {'z' * (16344 - 14)} | wc -c\n"
 
 
-@pytest.mark.parametrize("kind", [pytest.param("tmux", marks=needs_tmux), "pty"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_upstream_keys_type_nothing_that_upstreams_tmux_rejects(kind, box):
     with opened(kind, box, box.workdir, upstream_keys=True) as terminal:
         observed(terminal)
