@@ -32,7 +32,7 @@ from typing import IO, Any
 from oc_repl.apikey import KEY_ENV
 from oc_repl.config import RunSettings, validate
 from oc_repl.errors import OcReplError, UsageError
-from oc_repl.events import parse_event
+from oc_repl.event_read import parse_event
 from oc_repl.plan import check_attempts
 from oc_repl.session import Fanout, TaskResult, run_attempts
 from oc_repl.sources import explicit, to_data

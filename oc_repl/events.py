@@ -8,16 +8,15 @@ Schema `oc-repl/1` (named in `thread.started`; its JSON Schema is events.schema.
 (`request.sent`, `response.received`, `verify.completed`, `thread.completed`), and its `item.updated` carries a text
 `delta` where Codex repeats the whole item. The README's "Transcripts" section states the mapping.
 
-Events are plain dataclasses, cheap to build on the hot path; pydantic only reads them back (transcripts, `show`).
+Events are plain dataclasses, cheap to build on the hot path; pydantic only reads them back (event_read.py).
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import time
 from dataclasses import field
-from typing import Annotated, Any, Literal, Union
+from typing import Any, Literal, Union
 
 from oc_repl.event_json import json_text, to_dict, to_json
 from oc_repl.record import Record, record
@@ -372,34 +371,3 @@ Event = Union[  # noqa: UP007 (pydantic reads it)
     ConversationSaved,
     Error,
 ]
-
-
-_adapter: Any = None
-
-
-def adapter() -> Any:
-    """pydantic's reader for every event, built on first use (reading transcripts, the JSON Schema)."""
-    global _adapter
-    if _adapter is None:
-        from pydantic import Field, TypeAdapter
-
-        _adapter = TypeAdapter(Annotated[Event, Field(discriminator="type")])
-    return _adapter
-
-
-def parse_event(line: str | bytes) -> Any:
-    """An event read back from its JSON line; ValueError when the line is not one.
-
-    The standard library reads the JSON: it accepts the `\ud800`-style escapes `to_json` writes for lone surrogates,
-    which pydantic's own JSON parser refuses."""
-    return adapter().validate_python(json.loads(line))
-
-
-def json_schema() -> dict[str, Any]:
-    schema = adapter().json_schema()
-    schema["title"] = SCHEMA
-    return schema
-
-
-if __name__ == "__main__":  # python -m oc_repl.events > oc_repl/events.schema.json
-    print(json.dumps(json_schema(), indent=1, sort_keys=True))

@@ -48,7 +48,7 @@ class TranscriptWriter:
 def numbered_events(path: Path) -> Iterator[tuple[int, Any]]:
     """(line number, event) for each line of a transcript; the event of a line that is not one is an
     oc_repl.safejson.BadInput naming the file and the line (`cut` for an unterminated last line)."""
-    from oc_repl.events import adapter
+    from oc_repl.event_read import adapter
     from oc_repl.safejson import BadInput, lines
 
     for number, data in lines(path):

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from oc_repl.events import parse_event
+from oc_repl.event_read import parse_event
 from tests.conftest import cli_env, default_sigint
 from tests.fakeserver import call_text
 

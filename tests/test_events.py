@@ -8,6 +8,7 @@ from pathlib import Path
 import jsonschema
 
 import oc_repl
+from oc_repl import event_read
 from oc_repl import events as ev
 from tests.cli.test_cli import HELLO, base_args
 from tests.conftest import run_cli
@@ -16,7 +17,7 @@ SCHEMA_FILE = Path(oc_repl.__file__).parent / "events.schema.json"
 
 
 def test_the_schema_file_is_the_schema_the_code_defines():
-    assert json.loads(SCHEMA_FILE.read_text()) == ev.json_schema(), "regenerate: python -m oc_repl.events"
+    assert json.loads(SCHEMA_FILE.read_text()) == event_read.json_schema(), "regenerate: python -m oc_repl.event_read"
 
 
 def test_a_real_transcript_validates_against_the_schema_file(serve, tmp_path):
@@ -49,10 +50,10 @@ def test_characters_that_break_lines_for_splitlines_stay_inside_one_line():
     text = "a\x85b\u2028c\u2029d\x1ce\x0bf"  # what a model may write; str.splitlines breaks at each of them
     line = ev.to_json(ev.ItemCompleted(item=ev.AgentMessage(id="x", text=text)))
     assert line.splitlines() == [line]
-    assert ev.parse_event(line).item.text == text
+    assert event_read.parse_event(line).item.text == text
 
 
 def test_a_lone_surrogate_still_makes_one_valid_line():
     line = ev.to_json(ev.ItemCompleted(item=ev.AgentMessage(id="x", text="echo \ud800 é")))
     line.encode("utf-8")  # writable as UTF-8
-    assert ev.parse_event(line).item.text == "echo \ud800 é"
+    assert event_read.parse_event(line).item.text == "echo \ud800 é"

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from oc_repl.config import validate
-from oc_repl.events import parse_event
+from oc_repl.event_read import parse_event
 from oc_repl.outcome import EXIT_CODES
 from oc_repl.plan import Given, plan
 from oc_repl.sandbox.local import LocalSandbox

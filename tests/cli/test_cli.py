@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from oc_repl.cli import LazyGroup
-from oc_repl.events import parse_event
+from oc_repl.event_read import parse_event
 from tests.conftest import cli_env, default_sigint, read_jsonl, run_cli
 from tests.fakeserver import call_text
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from oc_repl.config import validate
-from oc_repl.events import parse_event
+from oc_repl.event_read import parse_event
 from oc_repl.plan import plan
 from oc_repl.session import Session
 from tests.cli.test_cli import HELLO, answer, base_args, exec_call

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from oc_repl.events import parse_event
+from oc_repl.event_read import parse_event
 from tests.conftest import cli_env, read_jsonl, run_cli
 from tests.fakeserver import call_text
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from oc_repl.events import parse_event
+from oc_repl.event_read import parse_event
 from tests.conftest import ROOT, cli_env, run_cli
 from tests.docker_support import (
     DOCKER,

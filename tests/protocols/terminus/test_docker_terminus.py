@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from oc_repl.events import parse_event
+from oc_repl.event_read import parse_event
 from oc_repl.protocols.terminus.protocol import TerminusJson
 from oc_repl.protocols.terminus.pty_terminal import PtyTerminal
 from tests.conftest import ROOT, cli_env, run_cli

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from oc_repl.events import parse_event
+from oc_repl.event_read import parse_event
 from oc_repl.protocols.templates import Templates
 from oc_repl.protocols.terminus.parse import JSON_SPEC
 from tests.conftest import cli_env, run_cli
