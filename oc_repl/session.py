@@ -117,7 +117,7 @@ class Session:
         self.tasks_run = 0  # in the current conversation
         self.terminated = False  # a SIGTERM or SIGHUP stopped a run: the interactive shell leaves too
         self.probe: TamperProbe | None = None  # the tamper baseline of the current sandbox
-        self._thread = _Thread()
+        self.made = _Thread()
 
     @property
     def settings(self) -> RunSettings:
@@ -232,7 +232,7 @@ class Session:
         before the verifier."""
         outcome, verify, kept, findings = Outcome(), None, "", []
         calls_before = (self.client.native_calls, self.client.salvaged_calls)
-        self._thread = _Thread(calls_before=self.sandbox.calls() if self.sandbox is not None else (0, 0.0))
+        self.made = _Thread(calls_before=self.sandbox.calls() if self.sandbox is not None else (0, 0.0))
         with signals.stoppable():
             try:
                 outcome = self._run(self.plan.task_for(instruction), close_after)
@@ -257,13 +257,13 @@ class Session:
 
     def refuse(self, exc: OcReplError) -> TaskResult:
         """The thread of a run that could not be planned: started with what is known, ended with why."""
-        self._thread = _Thread(task=self.plan.task)
+        self.made = _Thread(task=self.plan.task)
         status = self._failed(exc)
         self._completed(status, Outcome(status), "", (0, 0))
         return TaskResult(status, attempt=self.attempt)
 
     def _run(self, task: Task, close_after: bool) -> Outcome:
-        made = self._thread
+        made = self.made
         made.task = task
         protocol = made.protocol = self.open_protocol()
         # plain chat (raw) runs nothing, so it needs no sandbox and no consent; httpx loads while a sandbox starts
@@ -295,8 +295,8 @@ class Session:
     def _failed(self, exc: BaseException) -> Status:
         """How `exc` ends the thread, its error recorded; a thread it ended before it could start still starts,
         with what is known."""
-        if not self._thread.started:
-            isolation, sandbox = ev.Isolation(), self._thread.sandbox
+        if not self.made.started:
+            isolation, sandbox = ev.Isolation(), self.made.sandbox
             if sandbox is not None:
                 with contextlib.suppress(OcReplError):
                     isolation = sandbox.isolation()
@@ -342,41 +342,10 @@ class Session:
 
     def _say_started(self, isolation: ev.Isolation) -> None:
         """`thread.started` with what the thread has made so far (all of it, unless it ended early)."""
-        from oc_repl.deviations import Deviations
+        from oc_repl.thread_events import thread_started
 
-        s, made = self.settings, self._thread
-        task, protocol, sandbox = made.task, made.protocol, made.sandbox
-        needs_sandbox = protocol is None or protocol.needs_sandbox
-        # the served model's files the run reads: the template a request with these tools uses, the tokenizer
-        files = self.plan.model_files.assets(self._tools()) if self.plan.model_files else []
-        made.started = True
-        self.emit(
-            ev.ThreadStarted(
-                thread_id=self.thread_id,
-                model=made.model or s.model or "",
-                protocol=s.protocol,
-                sandbox=sandbox.spec if sandbox else (self.plan.sandboxes.spec if needs_sandbox else "none"),
-                api_base=s.api_base,
-                task_name=task.name if task else "",
-                task=task.instruction if task else "",
-                workdir=protocol.working_directory(sandbox) if protocol and sandbox else "",
-                assets=[ev.AssetInfo(**vars(a)) for a in [*(protocol.assets() if protocol else []), *files]],
-                exact=s.exact,
-                wire=s.wire,
-                prompt=self.plan.model_files.sends if s.text_wire and self.plan.model_files else "",
-                deviations=Deviations.from_settings(s).names(),
-                options={
-                    "sampling": s.sampling_options(),
-                    "history": s.history,
-                    "stream": s.stream,
-                    "max_turns": s.max_turns,
-                    "follow_up": self.tasks_run > 0,
-                    **({"served": made.served} if made.served else {}),
-                },
-                attempt=self.attempt,
-                isolation=isolation,
-            )
-        )
+        self.made.started = True
+        self.emit(thread_started(self, isolation))
 
     def _served(self) -> list[ev.Error]:
         """On a text wire, what the server says it serves (for thread.started), and how it differs from
@@ -385,29 +354,14 @@ class Session:
             return []
         from oc_repl.client.served import TOKENIZER_HINT, served_warnings
 
-        self._thread.served, warnings = served_warnings(self.client, self.plan.model_files, self._tools())
+        self.made.served, warnings = served_warnings(self.client, self.plan.model_files, self.tools_offered())
         return [ev.Error(kind="warning", message=warning, hint=TOKENIZER_HINT) for warning in warnings]
 
-    def _tools(self) -> list[Any] | None:
-        protocol = self._thread.protocol
+    def tools_offered(self) -> list[Any] | None:
+        protocol = self.made.protocol
         return (protocol.request().options.get("tools") or None) if protocol is not None else None
 
     def _completed(self, status: Status, outcome: Outcome, kept: str, calls_before: tuple[int, int]) -> None:
-        sandbox, (calls, seconds) = self._thread.sandbox, self._thread.calls_before
-        now = sandbox.calls() if sandbox is not None else (calls, seconds)  # closed by now: it still knows
-        self.emit(
-            ev.ThreadCompleted(
-                status=status.value,
-                exit_code=status.exit_code,
-                final_answer=outcome.final_answer,
-                turns=outcome.turns,
-                tool_calls_native=self.client.native_calls - calls_before[0],
-                tool_calls_salvaged=self.client.salvaged_calls - calls_before[1],
-                kept_container=kept,
-                transcript=self.transcript,
-                attempt=self.attempt,
-                attempts=self.plan.attempts,
-                sandbox_calls=now[0] - calls,
-                sandbox_seconds=round(now[1] - seconds, 3),
-            )
-        )
+        from oc_repl.thread_events import thread_completed
+
+        self.emit(thread_completed(self, status, outcome, kept, calls_before))

@@ -1,0 +1,69 @@
+"""The first and the last event of a thread, from what its session made: the run's settings and plan, the task, the
+protocol, the sandbox, the client's counts."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from oc_repl import events as ev
+
+if TYPE_CHECKING:
+    from oc_repl.agent import Outcome
+    from oc_repl.outcome import Status
+    from oc_repl.session import Session
+
+
+def thread_started(session: Session, isolation: ev.Isolation) -> ev.ThreadStarted:
+    from oc_repl.deviations import Deviations
+
+    s, made = session.settings, session.made
+    task, protocol, sandbox = made.task, made.protocol, made.sandbox
+    needs_sandbox = protocol is None or protocol.needs_sandbox
+    # the served model's files the run reads: the template a request with these tools uses, the tokenizer
+    files = session.plan.model_files.assets(session.tools_offered()) if session.plan.model_files else []
+    return ev.ThreadStarted(
+        thread_id=session.thread_id,
+        model=made.model or s.model or "",
+        protocol=s.protocol,
+        sandbox=sandbox.spec if sandbox else (session.plan.sandboxes.spec if needs_sandbox else "none"),
+        api_base=s.api_base,
+        task_name=task.name if task else "",
+        task=task.instruction if task else "",
+        workdir=protocol.working_directory(sandbox) if protocol and sandbox else "",
+        assets=[ev.AssetInfo(**vars(a)) for a in [*(protocol.assets() if protocol else []), *files]],
+        exact=s.exact,
+        wire=s.wire,
+        prompt=session.plan.model_files.sends if s.text_wire and session.plan.model_files else "",
+        deviations=Deviations.from_settings(s).names(),
+        options={
+            "sampling": s.sampling_options(),
+            "history": s.history,
+            "stream": s.stream,
+            "max_turns": s.max_turns,
+            "follow_up": session.tasks_run > 0,
+            **({"served": made.served} if made.served else {}),
+        },
+        attempt=session.attempt,
+        isolation=isolation,
+    )
+
+
+def thread_completed(
+    session: Session, status: Status, outcome: Outcome, kept: str, calls_before: tuple[int, int]
+) -> ev.ThreadCompleted:
+    sandbox, (calls, seconds) = session.made.sandbox, session.made.calls_before
+    now = sandbox.calls() if sandbox is not None else (calls, seconds)  # closed by now: it still knows
+    return ev.ThreadCompleted(
+        status=status.value,
+        exit_code=status.exit_code,
+        final_answer=outcome.final_answer,
+        turns=outcome.turns,
+        tool_calls_native=session.client.native_calls - calls_before[0],
+        tool_calls_salvaged=session.client.salvaged_calls - calls_before[1],
+        kept_container=kept,
+        transcript=session.transcript,
+        attempt=session.attempt,
+        attempts=session.plan.attempts,
+        sandbox_calls=now[0] - calls,
+        sandbox_seconds=round(now[1] - seconds, 3),
+    )
