@@ -6,11 +6,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from oc_repl import events as ev
+from oc_repl.outcome import Status
 
 if TYPE_CHECKING:
     from oc_repl.agent import Outcome
-    from oc_repl.outcome import Status
     from oc_repl.session import Session
+
+
+def refused(status: Status, turns: int) -> bool:
+    """A run refused before it started (its settings, before the first reply): the command line keeps no transcript
+    of it, so its `thread.completed` names none."""
+    return status is Status.USAGE and not turns
 
 
 def thread_started(session: Session, isolation: ev.Isolation) -> ev.ThreadStarted:
@@ -61,7 +67,7 @@ def thread_completed(
         tool_calls_native=session.client.native_calls - calls_before[0],
         tool_calls_salvaged=session.client.salvaged_calls - calls_before[1],
         kept_container=kept,
-        transcript=session.transcript,
+        transcript="" if refused(status, outcome.turns) else session.transcript,
         attempt=session.attempt,
         attempts=session.plan.attempts,
         sandbox_calls=now[0] - calls,

@@ -12,7 +12,6 @@ from typing import Any
 from oc_repl.cli.exits import report_error
 from oc_repl.config import RunSettings
 from oc_repl.errors import OcReplError, UsageError
-from oc_repl.outcome import Status
 from oc_repl.session import Fanout
 
 
@@ -73,7 +72,9 @@ def run_command(settings: RunSettings, instruction: str, attempts: int = 1) -> i
         return report_error(exc)
     finally:
         transcript.close()
-    refused = result.status is Status.USAGE and not result.turns
+    from oc_repl.thread_events import refused as refused_run
+
+    refused = refused_run(result.status, result.turns)
     if refused:  # a run refused before it started leaves no transcript: there is nothing of it to replay
         drop_written(transcript.path, kept)
     try:

@@ -63,6 +63,10 @@ def test_a_run_refused_before_it_starts_leaves_no_transcript(serve, tmp_path):
     transcript.write_text('{"kept": "an earlier run"}\n')
     assert run_cli(args, tmp_path).returncode == 2
     assert transcript.read_text() == '{"kept": "an earlier run"}\n'
+    transcript.unlink()
+    proc = run_cli([*args[:-1], "--json", "x"], tmp_path)
+    (completed,) = [e for e in map(json.loads, proc.stdout.splitlines()) if e["type"] == "thread.completed"]
+    assert proc.returncode == 2 and not transcript.exists() and completed["transcript"] == ""  # it names none
 
 
 def test_a_closed_stdout_stops_a_json_run_as_ctrl_c_does(serve, tmp_path):
