@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
+import select
+import struct
+import termios
 import threading
+import time
 from collections.abc import Callable
 
 
@@ -69,24 +74,46 @@ class OutputReader:
     """Drains a process's output into a CappedBuffer on a daemon thread.
 
     Someone must always be reading, or a chatty child blocks forever on a full pipe; `read` is the driver's way of
-    getting the next chunk (an fd, a socket) and returns b"" at end of file.
+    getting the next chunk (an fd, a socket) and returns b"" at end of file. Given the `fd` it reads, the reader can
+    also say when all the process wrote so far is in the buffer (`settle`).
     """
 
-    def __init__(self, read: Callable[[], bytes], buffer: CappedBuffer, name: str = "oc-repl-output") -> None:
+    def __init__(
+        self, read: Callable[[], bytes], buffer: CappedBuffer, name: str = "oc-repl-output", fd: int | None = None
+    ) -> None:
         self.buffer = buffer
         self._read = read
+        self._fd = fd
+        # Set before bytes leave the fd and cleared once they are in the buffer: bytes written so far are always
+        # either still in the fd (FIONREAD counts them) or held by a busy reader.
+        self._busy = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while True:
             try:
+                if self._fd is not None:
+                    select.select([self._fd], [], [])
+                self._busy = True
                 chunk = self._read()
-            except OSError:  # a pty answers EIO once the last process holding it has gone: its end of file
+            except (OSError, ValueError):  # a pty answers EIO once the last process holding it has gone: its end
                 return
             if not chunk:
                 return
             self.buffer.write(chunk)
+            self._busy = False
+
+    def settle(self, timeout: float) -> None:
+        """Return once everything written so far to the fd is in the buffer, or after `timeout`: learning otherwise
+        that a process is quiet (its shell waits for input) does not mean its last bytes were read yet."""
+        if self._fd is None:
+            return
+        deadline = time.monotonic() + timeout
+        while not self.done and time.monotonic() < deadline:
+            if not self._busy and _pending(self._fd) == 0:
+                return
+            time.sleep(0.001)
 
     @property
     def done(self) -> bool:
@@ -95,3 +122,11 @@ class OutputReader:
     def join(self, timeout: float | None = None) -> bool:
         self._thread.join(timeout)
         return self.done
+
+
+def _pending(fd: int) -> int:
+    """Bytes the fd holds unread (a pipe, a pty's master side, a socket)."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:
+        return 0

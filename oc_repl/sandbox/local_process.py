@@ -109,7 +109,9 @@ class CapturedProcess:
         self._fd: int | None = read_fd
         self._input_fd = read_fd if tty else None
         self._lock = threading.Lock()
-        self._reader = OutputReader(lambda: os.read(read_fd, _CHUNK), self._buffer, name=f"oc-repl-output-{pid}")
+        self._reader = OutputReader(
+            lambda: os.read(read_fd, _CHUNK), self._buffer, name=f"oc-repl-output-{pid}", fd=read_fd
+        )
 
     def _poll_exit(self, timeout: float) -> bool:
         """True once the process has exited (setting `_returncode` and `_exited_at`)."""
@@ -129,6 +131,9 @@ class CapturedProcess:
 
     def read_available(self) -> bytes:
         return self._buffer.read()
+
+    def settle(self, timeout: float) -> None:
+        self._reader.settle(timeout)
 
     def write(self, data: bytes) -> None:
         if self._input_fd is None:

@@ -182,8 +182,9 @@ def test_bench_killed_mid_way_finishes_only_the_missing_trials(serve, tmp_path, 
         if lines and '"thread.started"' in lines[0]:  # it had begun, and it ended cleanly
             ends = [e["status"] for e in map(json.loads, lines) if e["type"] == "thread.completed"]
             # SIGTERM: the bench stops it. SIGKILL: it is told when the bench is gone, or (a trial still starting
-            # then) it may run to its own end, unrecorded, so it runs again (an error may follow: its stdout was gone)
-            assert ends == ["interrupted"] if stop == signal.SIGTERM else len(ends) == 1, ends
+            # then) it may run to its own end, unrecorded, so it runs again; one whose writes to the dead bench's pipes
+            # fail as it ends may end unsaid. Either way no transcript ends twice.
+            assert ends == ["interrupted"] if stop == signal.SIGTERM else len(ends) <= 1, ends
     assert 2 <= len(kept) < 8
     started_before = conversations(server)
 

@@ -12,7 +12,7 @@ import pytest
 from oc_repl.errors import SandboxError, UsageError
 from oc_repl.protocols.camel.text import terminal_text
 from oc_repl.sandbox import confine, open_sandbox
-from oc_repl.sandbox.capture import CappedBuffer, gap_marker
+from oc_repl.sandbox.capture import CappedBuffer, OutputReader, gap_marker
 from oc_repl.sandbox.local import LocalSandbox
 
 CONFINE_OK, CONFINE_REASON = confine.check()
@@ -92,6 +92,28 @@ def test_capped_buffer_memory_stays_bounded():
         buf.write(os.urandom(4096))
         assert len(buf) <= 1024
     assert buf.dropped == 2000 * 4096 - 1024
+
+
+def test_a_settled_reader_has_everything_written_so_far_even_when_it_was_starved():
+    read_fd, write_fd = os.pipe()
+
+    def slow_read() -> bytes:  # a reader thread that gets no CPU for a while after the bytes arrive
+        time.sleep(0.3)
+        return os.read(read_fd, 4096)
+
+    buf = CappedBuffer(1 << 16)
+    reader = OutputReader(slow_read, buf, fd=read_fd)
+    try:
+        os.write(write_fd, b"the last line\n")
+        reader.settle(10)
+        assert buf.read() == b"the last line\n"
+        started = time.monotonic()
+        reader.settle(10)  # nothing in flight: at once
+        assert time.monotonic() - started < 0.2
+    finally:
+        os.close(write_fd)
+        reader.join(5)
+        os.close(read_fd)
 
 
 # --- terminal text ------------------------------------------------------------------------------------------------

@@ -353,6 +353,9 @@ class HarborProcess:
             data, self._pending = self._pending, b""
         return data
 
+    def settle(self, timeout: float) -> None:
+        """Each look brings what the command printed by then: nothing is in flight between looks."""
+
     def write(self, data: bytes) -> None:
         if not self.tty:
             raise SandboxError("this process takes no input (it was started without a terminal)")
