@@ -104,16 +104,19 @@ class OutputReader:
             self.buffer.write(chunk)
             self._busy = False
 
-    def settle(self, timeout: float) -> None:
-        """Return once everything written so far to the fd is in the buffer, or after `timeout`: learning otherwise
-        that a process is quiet (its shell waits for input) does not mean its last bytes were read yet."""
+    def settle(self, timeout: float) -> bool:
+        """Whether everything written so far to the fd is in the buffer, waiting up to `timeout` for it (0: a look):
+        learning otherwise that a process is quiet (its shell asleep) does not mean its last bytes were read yet."""
         if self._fd is None:
-            return
+            return True
         deadline = time.monotonic() + timeout
-        while not self.done and time.monotonic() < deadline:
+        while not self.done:
             if not self._busy and _pending(self._fd) == 0:
-                return
+                return True
+            if time.monotonic() >= deadline:
+                return False
             time.sleep(0.001)
+        return True
 
     @property
     def done(self) -> bool:

@@ -96,8 +96,9 @@ class RecordedProcess:
     def read_available(self) -> bytes:
         return self._buffer.read()
 
-    def settle(self, timeout: float) -> None:
+    def settle(self, timeout: float) -> bool:
         """The daemon's stream brings the output: nothing to wait on here."""
+        return True
 
     def write(self, data: bytes) -> None:
         raise SandboxError(NO_INPUT)

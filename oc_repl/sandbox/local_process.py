@@ -132,8 +132,8 @@ class CapturedProcess:
     def read_available(self) -> bytes:
         return self._buffer.read()
 
-    def settle(self, timeout: float) -> None:
-        self._reader.settle(timeout)
+    def settle(self, timeout: float) -> bool:
+        return self._reader.settle(timeout)
 
     def write(self, data: bytes) -> None:
         if self._input_fd is None:

@@ -1,10 +1,10 @@
 """How much of a terminal's output the client emulates (PtyTerminal keeps its screen with pyte, on our side).
 
-pyte costs from about a microsecond a character (plain text) to milliseconds for one sequence (a screen clear, a
-reset, an alignment test), so a model printing megabytes of escape sequences could keep the client busy for minutes.
-Each observation gets a CPU budget: output arriving past it is not drawn as it comes; only its tail is kept, and drawn
-when the model next looks, after a line that says how much was skipped. Ordinary output never comes near the budget,
-and its screens are exactly what they were.
+pyte costs from about a microsecond a character (plain text) to milliseconds for one sequence (a screen clear, a reset,
+an alignment test), so a model printing megabytes of escape sequences could keep the client busy for minutes. Each
+observation gets a CPU budget: output arriving past it is not drawn as it comes; only its tail is kept, and drawn when
+the model next looks, after a line that says how much was skipped (its last lines always, whatever they cost). Ordinary
+output never comes near the budget, and its screens are exactly what they were.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ CHUNK = 256  # characters drawn between two looks at the clock: one chunk of the
 BUDGET = 2.0  # CPU seconds of drawing per observation, as output arrives
 TAIL = 8192  # characters kept of what arrives past the budget: more than a 160x40 screen of text
 TAIL_BUDGET = 1.0  # CPU seconds for drawing that tail
+LAST = 512  # characters of the output's very end drawn whatever they cost: how it ended (a prompt, a last line)
 
 
 def skipped_line(count: int) -> str:
@@ -54,8 +55,12 @@ class BoundedFeed:
             self._feed(skipped_line(skipped))
         self.spent = 0.0
         drawn = self._draw(tail, TAIL_BUDGET)
-        if drawn < len(tail):
-            self._feed(skipped_line(len(tail) - drawn))
+        if drawn < len(tail):  # out of time before the end, which the model must see: its last lines are drawn anyway
+            end = tail[max(drawn, len(tail) - LAST) :]
+            if len(end) < len(tail) - drawn and "\n" in end:  # from a line's start, as the tail is
+                end = end[end.find("\n") + 1 :]
+            self._feed(skipped_line(len(tail) - drawn - len(end)))
+            self._feed(end)
         self.spent, self.skipped, self._tail = 0.0, 0, ""
 
     def _draw(self, text: str, budget: float) -> int:

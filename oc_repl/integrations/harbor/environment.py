@@ -353,8 +353,9 @@ class HarborProcess:
             data, self._pending = self._pending, b""
         return data
 
-    def settle(self, timeout: float) -> None:
+    def settle(self, timeout: float) -> bool:
         """Each look brings what the command printed by then: nothing is in flight between looks."""
+        return True
 
     def write(self, data: bytes) -> None:
         if not self.tty:

@@ -207,8 +207,9 @@ class PtyTerminal(Terminal):
         with self._lock:  # the cursor and the screen of the same moment, as TmuxTerminal reads them
             rows = self._screen.rows()
             x, y = self._screen.cursor.x, self._screen.cursor.y
-            # a screen behind the output shows no prompt to look for: the shell's own state decides
-            prompt = self._feed.behind or _at_prompt(rows[y], x)
+            # A screen behind the output shows no prompt to look for: the shell's own state decides, once its output
+            # is all read (a shell asleep in a write to a full terminal is not at its prompt).
+            prompt = (self._feed.behind and self._proc.settle(0)) or _at_prompt(rows[y], x)
         screen = "".join(row + "\n" for row in rows)
         # A shell that has ended is as idle as it will ever be: its last screen is final.
         idle = (read_all and _shell_idle(stat, children) and prompt) or not self._proc.alive()

@@ -40,3 +40,23 @@ def test_what_was_not_drawn_is_said_and_the_screen_ends_as_the_output_did(box, p
     rows = pty.capture().split("\n")
     end = next(y for y, row in enumerate(rows) if row.startswith("END-OF-FILL"))
     assert rows[end - 1].startswith("[... ") and rows[end + 1].split(" ")[0].endswith(("#", "$"))
+
+
+def test_the_outputs_last_lines_are_drawn_even_when_its_tail_costs_more_than_its_budget():
+    from oc_repl.sandbox import pty_feed
+
+    fed: list[str] = []
+
+    def costly(text: str) -> None:  # 50 ms of CPU a chunk, as the costliest sequences on a loaded machine
+        fed.append(text)
+        end = time.thread_time() + 0.05
+        while time.thread_time() < end:
+            pass
+
+    feed = pty_feed.BoundedFeed(costly)
+    feed.spent = pty_feed.BUDGET  # this observation's budget is spent: what comes now is only kept
+    feed(("x" * 100 + "\r\n") * 200 + "END-OF-OUTPUT\r\n$ ")
+    feed.catch_up()
+    drawn = "".join(fed)
+    assert drawn.endswith("\r\nEND-OF-OUTPUT\r\n$ ")
+    assert drawn.count("characters of output skipped") == 2  # before the tail, and where its drawing gave out
