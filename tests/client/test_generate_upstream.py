@@ -14,12 +14,9 @@ Slow (a virtualenv of ~400 MB the first time): runs with OC_REPL_SLOW_TESTS=1, a
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,7 +25,7 @@ from oc_repl.protocols.camel.protocol import load_tools
 from tests.client.test_chat_template_upstream import TRANSFORMERS
 from tests.conftest import ROOT, cli_env, read_jsonl, run_cli
 from tests.fakemodel import call_text
-from tests.packages import cache_root, shared_upstream, unavailable
+from tests.packages import cached_venv, shared_upstream
 from tests.protocols.camel.test_camel_exact import data_home
 from tests.tokenizer_support import model_dir
 
@@ -79,24 +76,7 @@ def reference_python() -> Path:
     import jinja2
 
     wants = [*REFERENCE_WANTS, f"jinja2=={jinja2.__version__}"]
-    venv = cache_root() / "harness-generate-venv"
-    python, stamp = venv / "bin" / "python", venv / ".oc-repl-ready"
-    cache_root().mkdir(parents=True, exist_ok=True)
-    with (cache_root() / "harness-generate-venv.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if stamp.is_file() and stamp.read_text() == " ".join(wants) and python.exists():
-            return python
-        shutil.rmtree(venv, ignore_errors=True)
-        try:
-            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
-            pip = [str(python), "-m", "pip", "install", "-q", "--timeout", "30", "--retries", "2", *wants]
-            done = subprocess.run(pip, capture_output=True, text=True, timeout=1500)
-            if done.returncode:
-                raise OSError((done.stderr.strip().splitlines() or [f"pip exited with {done.returncode}"])[-1])
-        except (OSError, subprocess.SubprocessError) as exc:
-            unavailable(f"{' '.join(wants)} could not be installed from the package index ({exc})")
-        stamp.write_text(" ".join(wants))
-    return python
+    return cached_venv("harness-generate-venv", wants, " ".join(wants))
 
 
 @pytest.fixture(scope="module")
