@@ -63,7 +63,7 @@ BENCHES = [
         quick=(*DOCKER_TERMINUS, "--commands", "3"),
         needs=("docker",),
     ),
-    Bench("docker_exec", "docker_exec.py", quick=("-n", "5"), needs=("docker",), adapter=adapters.docker_exec),
+    Bench("docker_exec", "docker_exec_cost.py", quick=("-n", "5"), needs=("docker",), adapter=adapters.docker_exec),
     Bench(
         "bench_trials",
         "bench_trials.py",

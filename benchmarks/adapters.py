@@ -1,4 +1,4 @@
-"""Rows from the printout of the benchmarks that print only (docker_exec.py, bench_trials.py).
+"""Rows from the printout of the benchmarks that print only (docker_exec_cost.py, bench_trials.py).
 
 Each parser reads the lines it knows and ignores the rest; a printout with none of them yields no rows, which the
 suite reports as a failure ("printed no figures"), so a changed format shows up rather than vanishing.

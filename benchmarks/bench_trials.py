@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from oc_repl.tasks.image import build_image  # noqa: E402
 from oc_repl.tasks.model import load_task  # noqa: E402
+from tests.bench_scripts import scripted  # noqa: E402
 from tests.fakeserver import FakeServer, call_text  # noqa: E402
 
 TASK = ROOT / "examples" / "tasks" / "write-greeting"
@@ -44,7 +45,7 @@ def script(latency: float = 0.0) -> dict:
     call = call_text("shell_exec", {"id": "s1", "command": COMMAND, "block": True})
     done = "<think>\n\n</think>\n\nDone."
     replies = [{"text": call, "delay": latency}, {"text": done, "delay": latency}]
-    return {"routes": [{"match": "Task name:write-greeting\n", "replies": replies}]}
+    return scripted({"match": "Task name:write-greeting\n", "replies": replies})  # the bench's server check too
 
 
 def docker(*args: str) -> str:
