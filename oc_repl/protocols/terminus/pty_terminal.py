@@ -38,7 +38,6 @@ from oc_repl.types import Sandbox
 
 HISTORY = 2000  # tmux's default history-limit: terminal-bench's pane keeps it (see test_terminus_cli)
 PUMP = 0.05  # the sandbox caps unread output, so it is read on, between turns too, as tmux would
-SETTLE = 2.0  # seconds at most for bytes written before an observation to reach the buffer (a loaded machine)
 _ALTERNATE = {47, 1047, 1049}  # private modes that switch to the alternate screen
 _APP_CURSOR = 1 << 5  # DECCKM as pyte records private mode 1
 
@@ -183,7 +182,6 @@ class PtyTerminal(Terminal):
         return _number(self.sandbox.exec(read_count(self.pid), timeout=30).output.decode("utf-8", "replace"))
 
     def observe(self) -> tuple[str, str]:
-        self._proc.settle(SETTLE)  # the shell found idle: its last bytes are read before the screen is drawn
         self._drain()
         with self._lock:  # what arrived past the last observation's budget is drawn now, its tail at least
             self._feed.catch_up()
