@@ -136,6 +136,7 @@ class Confinement:
                     if attempt == START_ATTEMPTS or not any(text in exc.message for text in _RETRY_ON):
                         raise
                     self._end()
+                    self._release_cgroup()
                     self._started = _LAUNCHER.submit(self._spawn)
         except BaseException:
             self.close()
@@ -179,11 +180,17 @@ class Confinement:
         self.channel = InitChannel(ours, name=f"oc-repl-init-{self._bwrap.pid}")
         with os.fdopen(info_read, "rb") as report:
             info = _read_report(report)
-        if isinstance(info.get("child-pid"), int):  # else bubblewrap failed, and ready() says why
+        if not isinstance(info.get("child-pid"), int):
+            return  # bubblewrap failed, and ready() says why
+        try:
             self._pin(info)
             self.cgroup = sandbox_limits.SandboxCgroup.create(f"{client_id()}-{self._bwrap.pid}", self.limits)
             if self.cgroup is not None:
                 self.cgroup.add(info["child-pid"])
+        except (ProcessLookupError, FileNotFoundError):
+            # the first process ended as it started (its mounts met a race with the host's, say), so it cannot be
+            # pinned or join its cgroup: bubblewrap ends with it, and ready() says why or starts it again
+            pass
 
     def _finish(self) -> None:
         assert self.channel is not None
@@ -252,6 +259,9 @@ class Confinement:
     def close(self) -> None:
         """End every process of the sandbox (whether it got ready or not) and remove its cgroup."""
         self._end()
+        self._release_cgroup()
+
+    def _release_cgroup(self) -> None:
         if self.cgroup is not None:
             self.cgroup.close()
             self.cgroup = None

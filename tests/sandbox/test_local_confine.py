@@ -67,6 +67,66 @@ def test_a_run_where_bubblewrap_fails_asks_for_no_confine_before_any_request(ser
 # --- what a command may write -------------------------------------------------------------------------------------
 
 
+def ended(pid: int, within: float = 60.0) -> None:
+    """Wait until `pid` has exited (reaped, or a zombie)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                return
+        except (FileNotFoundError, ProcessLookupError):
+            return
+        time.sleep(0.01)
+    pytest.fail(f"process {pid} did not end within {within:.0f} s")
+
+
+@pytest.mark.parametrize("late", ["pinned", "joined"])
+def test_a_first_process_that_ends_as_it_starts_is_started_again_and_leaves_no_cgroup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, late: str
+):
+    """A start that meets a race with the host's mounts is tried again, also when its first process ended before
+    it could be pinned or join its cgroup (before, the bare ProcessLookupError of that step ended the sandbox)."""
+    from oc_repl.sandbox import limits, local_view
+
+    real_mounts, real_pin, real_create = local_view.mount_args, confine.Confinement._pin, limits.SandboxCgroup.create
+    starts: list[int] = []
+    made: list[limits.SandboxCgroup] = []
+
+    def mount_args(*args: object) -> tuple[list[str], str]:
+        mounts, python = real_mounts(*args)  # type: ignore[arg-type]
+        starts.append(1)
+        if len(starts) == 1:  # the first start fails in its first process, after bubblewrap reported it
+            mounts = [*mounts, "--bind", f"/nonexistent-{uuid.uuid4().hex}", "/oc-repl-gone"]
+        return mounts, python
+
+    def pin(self: confine.Confinement, info: dict) -> None:
+        if late == "pinned" and len(starts) == 1:
+            ended(info["child-pid"])
+        real_pin(self, info)
+
+    def create(name: str, given: limits.Limits) -> limits.SandboxCgroup | None:
+        cgroup = real_create(name, given)
+        if cgroup is not None:
+            made.append(cgroup)
+            if late == "joined" and len(starts) == 1:
+                monkeypatch.setattr(cgroup, "add", lambda pid: (ended(pid), type(cgroup).add(cgroup, pid)))
+        return cgroup
+
+    monkeypatch.setattr(local_view, "mount_args", mount_args)
+    monkeypatch.setattr(confine.Confinement, "_pin", pin)
+    monkeypatch.setattr(limits.SandboxCgroup, "create", staticmethod(create))
+    monkeypatch.setattr(confine, "_RETRY_ON", (*confine._RETRY_ON, "Can't find source path"))
+    box = LocalSandbox(tmp_path / "box")
+    try:
+        assert run(box, "echo started") == (0, "started\n")
+        assert len(starts) == 2
+    finally:
+        box.close()
+    if late == "joined" and not made:
+        pytest.skip("no cgroup can be made here")
+    assert [folder for cgroup in made for folder in cgroup.dirs if folder.exists()] == []
+
+
 def test_a_command_cannot_write_outside_the_directory(box: LocalSandbox, tmp_path: Path):
     name = f"oc-repl-probe-{uuid.uuid4().hex[:8]}"
     # $HOME too, unless it is under /tmp (then it is in the private /tmp: see below)
