@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shutil
 import socket
+import time
 
 import pytest
 
@@ -16,8 +17,17 @@ from tests.conftest import run_cli
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
 
-def bar(sh: TmuxShell) -> str:
-    return [line for line in sh.screen().splitlines() if "· turn " in line][-1]
+def bar(sh: TmuxShell, shows: str, timeout: float = 15.0) -> str:
+    """The bottom bar, once it shows `shows`: prompt_toolkit draws it after the prompt, and a screen captured in
+    between has the prompt without it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        bars = [line for line in sh.screen().splitlines() if "· turn " in line]
+        if bars and shows in bars[-1]:
+            return bars[-1]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the bar did not show {shows!r}:\n{sh.screen()}")
+        time.sleep(0.05)
 
 
 def closed_port() -> int:
@@ -31,12 +41,12 @@ def test_a_switch_says_what_it_did_and_clears_the_bar(shell):
     sh.type_line("a task")
     sh.wait_for("first done")
     sh.wait_for_prompt(2)
-    assert "verify PASS" in bar(sh) and "tokens -" not in bar(sh)
+    assert "tokens -" not in bar(sh, "verify PASS")
     sh.type_line("/protocol terminus-json")
     sh.wait_for("protocol terminus-json: a new conversation")
     sh.wait_for("the verifier stays: test -d . (/verify CMD sets another)")
     sh.wait_for_prompt(3)
-    assert "turn 0/12 · tokens - · verify -" in bar(sh)
+    bar(sh, "turn 0/12 · tokens - · verify -")
     sh.type_line(f"/sandbox local:{sh.work / 'other'}")
     sh.wait_for(f"sandbox local:{sh.work / 'other'}: a new conversation")
     sh.wait_for("the verifier stays", count=2)
