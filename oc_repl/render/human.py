@@ -23,11 +23,11 @@ NOT_DONE = {"failed": "failed", "declined": "declined", "timed_out": "timed out"
 
 
 def make_console(stderr: bool = True) -> Console:
-    """A rich console that does not wrap at an imagined 80 columns when its stream is not a terminal."""
-    console = Console(stderr=stderr, highlight=False)
-    if not console.is_terminal:
-        console.width = UNWRAPPED
-    return console
+    """A rich console for a terminal; for any other stream one that writes plain lines, unwrapped."""
+    from oc_repl.render.plain_console import PlainConsole
+
+    console = PlainConsole(stderr=stderr, highlight=False, width=UNWRAPPED)
+    return Console(stderr=stderr, highlight=False) if console.is_terminal else console
 
 
 def wire_lines(e: Any) -> list[str]:
