@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from oc_repl.events import Isolation
 from oc_repl.record import Record, record
@@ -128,6 +128,14 @@ class Process(Protocol):
     def dropped(self) -> int: ...
 
 
+class OpeningAnswer(NamedTuple):
+    """A script's answer taken early: where it ran, the marker its records carry, what it printed."""
+
+    cwd: str
+    marker: str
+    text: str
+
+
 class Sandbox(Protocol):
     """Where commands run. Drivers inherit it: a member with a body is what a driver without that capability does."""
 
@@ -187,6 +195,11 @@ class Sandbox(Protocol):
         """What a script of oc-repl's own, one that ends by itself, printed (stdout and stderr together): one `exec`
         by default; a sandbox that starts commands detached (Harbor's) runs it as it is, without that machinery."""
         return self.exec(script, timeout=timeout, cwd=cwd, user=user).output
+
+    def opening_answer(self, name: str) -> OpeningAnswer | None:
+        """What a script of oc-repl's own printed that the sandbox ran in the call that opened it, where calls are
+        costly and one saved counts (`name`: which script; tamper.BASELINE is the one); None when it ran none."""
+        return None
 
     def calls(self) -> tuple[int, float]:
         """The calls made into the sandbox so far and the seconds spent in them (oc_repl/sandbox/meter.py); (0, 0.0)

@@ -1,7 +1,8 @@
 """Tamper evidence: what the agent created, changed or left running that can sway a verifier.
 
 A probe (tamper_probe.py) runs in the sandbox as root, twice: its baseline once the sandbox is open and before the
-agent's first command, so the task image's own files are never findings, and its look after the agent, once what
+agent's first command, so the task image's own files are never findings (one call, or none where the sandbox ran it
+in the call that opened it: Harbor's environments, where a call is costly), and its look after the agent, once what
 the agent left running has been stopped, before the verifier. It compares (inode, size, mtime, ctime) of:
 - everything under /tests and /logs/verifier, and /logs itself (replaced by a link, say);
 - Python's import hooks: conftest.py in the verifier's working directory or any directory above it or /tests;
@@ -55,6 +56,18 @@ _CONSOLE_LINES = [
         r"    sys\.exit\(\w+\(\)\)",
     )
 ]
+
+
+# The name a sandbox gives the baseline's answer when it ran the script in its opening call (Sandbox.opening_answer).
+BASELINE = "tamper_baseline"
+# Every name the watch can take in a directory a discovery may name: the baseline's snapshot takes them all there.
+ANY_NAME = sorted({"conftest.py", *CONFIG_FILES, *SITE_HOOKS, *SHADOWS, *EXECUTABLES, "*.pth"})
+
+
+def baseline_script(marker: str, cwd: str | None) -> str:
+    """The probe's baseline, the discovery and the snapshot in one script, run as root in `cwd`, the verifier's working
+    directory (None: where the call starts)."""
+    return probe.baseline_script(marker, cwd, Places(probe.Discovery(), "/").watch(), ANY_NAME)
 
 
 def console_script(text: bytes, interpreters: set[str]) -> bool:
@@ -172,11 +185,21 @@ class TamperProbe:
         return self.sandbox.run_own(script, timeout=TIMEOUT, user="root").decode("utf-8", "replace")
 
     def baseline(self) -> None:
-        """SandboxError when the probe cannot run here; its looks then find nothing."""
-        marker = probe.token()
-        found = probe.parse_discovery(self._run(probe.discovery_script(marker, self.cwd)), marker)
-        places = Places(found, self.cwd)
-        self.before, _ = self._snapshot(places)
+        """SandboxError when the probe cannot run here; its looks then find nothing. One call, or none where the
+        sandbox ran the baseline's script in the call that opened it."""
+        early = self.sandbox.opening_answer(BASELINE)
+        if early is not None and early.cwd == self.cwd:
+            marker, text = early.marker, early.text
+        else:
+            marker = probe.token()
+            text = self._run(baseline_script(marker, self.cwd))
+        places = Places(probe.parse_discovery(text, marker), self.cwd)
+        entries, overflow = probe.parse_snapshot(text, marker, probe.BASELINE_LIMIT)
+        if overflow:  # a watched entry may be missing, and would be found "created": the watch alone, in a call
+            self.before, _ = self._snapshot(places)
+        else:
+            covered = places.watch().covers()
+            self.before = {path: entry for path, entry in entries.items() if covered(path)}
         self.places = places
 
     def _snapshot(self, places: Places) -> tuple[dict[str, probe.Entry], bool]:

@@ -3,12 +3,16 @@ findings mean).
 
 Three scripts, every one framed by `@@OCR:<marker>:...@@` records with its values in base64 (exact bytes, whatever a
 path holds), and ending in a `done` record: a script cut short is never read as a clean sandbox.
-- `discovery`, once before the agent acts: the directories on PATH, and for each python there (at most a few, and
-  only binaries: a version manager's shim scripts are not run) its sys.path as the verifier's working directory gives
-  it, its site directories (the user's too) and where pytest, _pytest and pluggy live. The pythons run only here,
-  while they are still the image's own.
-- `snapshot`, at the baseline and at the look: (inode, size, mtime, ctime, mode) of every watched place, with GNU
-  find and stat, never a python the agent could have replaced.
+- `baseline`, once before the agent acts, one call: the discovery, then a snapshot. The discovery finds the
+  directories on PATH, and for each python there (at most a few, and only binaries: a version manager's shim scripts
+  are not run) its sys.path as the verifier's working directory gives it, its site directories (the user's too) and
+  where pytest, _pytest and pluggy live; the pythons run only here, while they are still the image's own. Which places
+  are watched follows from the discovery (tamper.Places), so the snapshot in the same call takes every place a
+  discovery can lead to: the given names in the working directory, its parents and each directory the discovery
+  named, and the trees of the packages found. The reader keeps only what `Watch.covers`: the baseline holds exactly
+  what a snapshot of the watched places would.
+- `snapshot`, at the look: (inode, size, mtime, ctime, mode) of every watched place, with GNU find and stat (the
+  baseline's too), never a python the agent could have replaced.
 - `details`, only when the look found new or changed files where a package install may have put them: their sha256,
   their first bytes and where links lead, and the RECORD lines of installed distributions that name them.
 """
@@ -16,10 +20,13 @@ path holds), and ending in a `done` record: a script cut short is never read as 
 from __future__ import annotations
 
 import base64
+import fnmatch
 import os
+import posixpath
 import re
 import secrets
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from oc_repl.errors import SandboxError
@@ -63,7 +70,6 @@ for d in "$@"; do
     [ $n -le PYTHONS ] && $T "$py" -c "$PY" "$M"
   done
 done
-echo "@@OCR:$M:done@@"
 """.replace("PYTHONS", str(PYTHONS))
 
 
@@ -104,12 +110,6 @@ class Python:
 class Discovery:
     path_dirs: list[str] = field(default_factory=list)
     pythons: list[Python] = field(default_factory=list)
-
-
-def discovery_script(marker: str, cwd: str) -> str:
-    return (
-        f"exec 2>/dev/null\nM={marker}\nPY={shlex.quote(_DISCOVER_PY)}\ncd -- {shlex.quote(cwd)} || cd /\n{_DISCOVER}"
-    )
 
 
 def parse_discovery(text: str, marker: str) -> Discovery:
@@ -154,13 +154,33 @@ class Watch:
     paths: list[str] = field(default_factory=list)
     names: list[tuple[str, list[str]]] = field(default_factory=list)  # (directory, glob patterns)
 
+    def covers(self) -> Callable[[str], bool]:
+        """Whether a snapshot of these places lists a path (as a test: built once for the many paths of a listing)."""
+        paths, patterns = set(self.paths), dict[str, list[str]]()
+        for directory, globs in self.names:  # a directory may be named twice (a site directory on PATH)
+            patterns.setdefault(directory, []).extend(globs)
+        trees = [t.rstrip("/") + "/" for t in self.trees]
+        pruned = [t.rstrip("/") + "/" for t in self.pruned_trees]
 
-def _find_names(directory: str, patterns: list[str]) -> str:
+        def covered(path: str) -> bool:
+            if path in paths or path + "/" in trees or path.startswith(tuple(trees)):
+                return True
+            if any((path + "/").startswith(t) and "__pycache__" not in path[len(t) :].split("/") for t in pruned):
+                return True
+            directory, name = posixpath.split(path)
+            return any(fnmatch.fnmatchcase(name, p) for p in patterns.get(directory, ()))
+
+        return covered
+
+
+def _find_names(directory: str, patterns: list[str], quoted: bool = False) -> str:
     names = " -o ".join(f"-name {shlex.quote(p)}" for p in patterns)
-    return f"find -H {shlex.quote(directory)} -mindepth 1 -maxdepth 1 \\( {names} \\) -print0"
+    where = directory if quoted else shlex.quote(directory)
+    return f"find -H {where} -mindepth 1 -maxdepth 1 \\( {names} \\) -print0"
 
 
-def snapshot_script(marker: str, watch: Watch) -> str:
+def _listing(watch: Watch) -> list[str]:
+    """sh lines printing, NUL-terminated, every path of the watched places that exists."""
     q = shlex.quote
     lines = []
     if watch.trees:
@@ -170,16 +190,20 @@ def snapshot_script(marker: str, watch: Watch) -> str:
     if watch.paths:
         paths = " ".join(q(p) for p in watch.paths)
         lines.append(f'for p in {paths}; do {{ [ -e "$p" ] || [ -L "$p" ]; }} && printf "%s\\0" "$p"; done')
-    lines += [_find_names(d, patterns) for d, patterns in watch.names]
-    listing = "\n".join(lines) or ":"
-    stat = f"head -z -n {LIMIT + 1} | xargs -0 -r stat --printf '%i %s %.9Y %.9Z %f %n\\0' | base64 -w0"
-    return (
-        f"exec 2>/dev/null\nM={marker}\nocr_list() {{\n{listing}\n}}\n"
-        f'echo "@@OCR:$M:s:$(ocr_list | {stat})@@"\necho "@@OCR:$M:done@@"'
-    )
+    return lines + [_find_names(d, patterns) for d, patterns in watch.names]
 
 
-def parse_snapshot(text: str, marker: str) -> tuple[dict[str, Entry], bool]:
+def _stat(listing: list[str], limit: int) -> str:
+    stat = f"head -z -n {limit + 1} | xargs -0 -r stat --printf '%i %s %.9Y %.9Z %f %n\\0' | base64 -w0"
+    body = "\n".join(listing) or ":"
+    return f'ocr_list() {{\n{body}\n}}\necho "@@OCR:$M:s:$(ocr_list | {stat})@@"\necho "@@OCR:$M:done@@"'
+
+
+def snapshot_script(marker: str, watch: Watch) -> str:
+    return f"exec 2>/dev/null\nM={marker}\n{_stat(_listing(watch), LIMIT)}"
+
+
+def parse_snapshot(text: str, marker: str, limit: int = LIMIT) -> tuple[dict[str, Entry], bool]:
     """Every entry listed, and whether the listing hit its limit (then some places went unseen)."""
     data = b""
     for tag, *values in _records(text, marker, "snapshot"):
@@ -191,7 +215,45 @@ def parse_snapshot(text: str, marker: str) -> tuple[dict[str, Entry], bool]:
         if len(parts) == 6 and parts[0].isdigit() and parts[1].isdigit():
             ino, size, mtime, ctime, mode, path = parts
             entries[os.fsdecode(path)] = Entry(int(ino), int(size), mtime.decode(), ctime.decode(), int(mode, 16))
-    return entries, len(entries) > LIMIT
+    return entries, len(entries) > limit
+
+
+# --- the baseline: the discovery and a snapshot in one call ------------------------------------------------------
+
+BASELINE_LIMIT = 4 * LIMIT  # entries its snapshot lists at most: it takes more places than the look will watch
+
+# Every directory the baseline's snapshot looks in by name, NUL-terminated: the working directory and its parents,
+# /tests, then each directory the discovery reported (PATH's, every python's sys.path and site directories); and the
+# trees of the packages it found. Both read the discovery's records, kept in $found.
+_FOUND = r"""
+ocr_found() {
+  printf '%s\n' "$found" | while IFS= read -r l; do
+    case $l in "@@OCR:$M:$1:"*@@) ;; *) continue ;; esac
+    v=${l%@@}; v=$(printf %s "${v##*:}" | base64 -d; echo .); printf '%s\0' "${v%.}"
+  done
+}
+ocr_dirs() {
+  d=$PWD
+  while :; do printf '%s\0' "$d"; [ "$d" = / ] && break; d=${d%/*}; d=${d:-/}; done
+  printf '%s\0' /tests
+  ocr_found dir; ocr_found sys; ocr_found site
+}
+"""
+
+
+def baseline_script(marker: str, cwd: str | None, watch: Watch, names: list[str]) -> str:
+    """The discovery, run in `cwd` (None: where the call starts), then a snapshot of `watch` and of `names` (globs)
+    in the directories of the discovery (above) and the trees of its packages."""
+    where = f"cd -- {shlex.quote(cwd)} || cd /\n" if cwd is not None else ""
+    listing = [
+        *_listing(watch),
+        "ocr_found pkg | xargs -0 -r -I{} find {} -name __pycache__ -prune -o -print0",
+        "ocr_dirs | sort -zu | xargs -0 -r -I{} " + _find_names("{}", names, quoted=True),
+    ]
+    return (
+        f"exec 2>/dev/null\nM={marker}\nPY={shlex.quote(_DISCOVER_PY)}\n{where}found=$({_DISCOVER})\n"
+        f'printf "%s\\n" "$found"\n{_FOUND}\n{_stat(listing, BASELINE_LIMIT)}'
+    )
 
 
 # --- details of what changed -------------------------------------------------------------------------------------

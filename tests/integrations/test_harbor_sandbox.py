@@ -31,6 +31,7 @@ from oc_repl.protocols.terminus.pty_terminal import PtyTerminal  # noqa: E402
 from oc_repl.protocols.terminus.tmux import TmuxTerminal  # noqa: E402
 from oc_repl.protocols.terminus.tmux_inside import InsideTmuxTerminal  # noqa: E402
 from oc_repl.sandbox.docker import DockerImageSandbox  # noqa: E402
+from oc_repl.tasks.tamper import TamperProbe  # noqa: E402
 from tests.camel_scenarios import SCENARIOS  # noqa: E402
 from tests.docker_support import IMAGE, docker_session  # noqa: E402
 from tests.harbor_support import TASK, started  # noqa: E402
@@ -292,7 +293,7 @@ def test_the_terminal_waits_inside_the_environment_one_call_a_command(box, monke
     protocol = TerminusJson()
     terminals: list[Any] = []
     try:
-        assert calls_made(box, lambda: terminals.append(protocol._terminal_for(box))) <= 2
+        assert calls_made(box, lambda: terminals.append(protocol._terminal_for(box))) == 1  # its start
         (terminal,) = terminals
         assert isinstance(terminal, InsideTmuxTerminal)
         assert calls_made(box, terminal.observe) == 0  # the first screen came with the start
@@ -309,6 +310,18 @@ def test_the_terminal_waits_inside_the_environment_one_call_a_command(box, monke
         assert calls_made(box, lambda: (terminal.observe(), terminal.probe().idle)) == 1
     finally:
         protocol.close()
+
+
+def test_the_tamper_baseline_comes_with_the_call_that_opens_the_sandbox(box):
+    # the setup exec ran as root in the image's working directory, where Harbor's verifier runs: its answer is the
+    # baseline, exactly what a snapshot of the watched places holds
+    assert box.calls()[0] == 1
+    found = TamperProbe.opened(box, box.image_workdir, emit=lambda event: pytest.fail(f"the probe failed: {event}"))
+    assert box.calls()[0] == 1 and found.places is not None
+    assert any(py.packages for py in found.places.pythons)  # the image's pytest was found, and is watched
+    assert found.before == found._snapshot(found.places)[0] and found.look() == []
+    # the answer is taken once: another attempt's baseline is a call of its own
+    assert calls_made(box, lambda: TamperProbe.opened(box, box.image_workdir, emit=pytest.fail)) == 1
 
 
 def test_a_helper_the_model_removed_is_written_again(box):

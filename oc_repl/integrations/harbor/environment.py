@@ -32,7 +32,8 @@ from oc_repl.sandbox.capture import gap_marker
 from oc_repl.sandbox.docker import DEFAULT_WORKDIR
 from oc_repl.sandbox.docker_exec import kill_recorded
 from oc_repl.sandbox.meter import CallMeter
-from oc_repl.types import ExecResult, Leftover, Sandbox
+from oc_repl.tasks import tamper
+from oc_repl.types import ExecResult, Leftover, OpeningAnswer, Sandbox
 
 # Seconds one look may wait in the environment for a command's end: a call is costly, so a wait is one call (an exec
 # of 20 s, camel's default, or a terminal's wait of up to a minute); a command that runs longer is looked at again.
@@ -64,6 +65,7 @@ class HarborSandbox(Sandbox):
     ) -> None:
         self.env, self.bridge = environment, bridge
         self.meter = meter or CallMeter()  # every environment call: the setup's in `open` is the first
+        self.early: OpeningAnswer | None = None  # the tamper probe's baseline, when `open` took it
         self.baseline = baseline or []  # "pid:starttime" of the processes that ran when the sandbox opened
         self.directory = directory
         self.workdir = workdir
@@ -79,10 +81,16 @@ class HarborSandbox(Sandbox):
     ) -> HarborSandbox:
         """Check the environment has what the sandbox runs on and make its directory (on the loop, awaited)."""
         marker, directory, workdir = sh.token(), f"{sh.ROOT}/{sh.token()}", workdir or DEFAULT_WORKDIR
-        script = f"{sh.setup(directory, workdir, marker)}\n{leftovers.baseline_script(marker + 'b')}"  # and what runs
+        # what runs now, and, where the call runs as root, the tamper probe's baseline (in the image's working
+        # directory, where the verifier runs): the call the probe would make saved
+        probed = tamper.baseline_script(marker + "t", None)
+        script = (
+            f"{sh.setup(directory, workdir, marker)}\n{leftovers.baseline_script(marker + 'b')}\n"
+            f'if [ "$(id -u)" = 0 ]; then (\n{probed}\n); fi'
+        )
         meter = CallMeter()
         with meter.timed():
-            result = await environment.exec(script, timeout_sec=EXEC_MARGIN)
+            result = await environment.exec(script, timeout_sec=EXEC_MARGIN + tamper.TIMEOUT)
         meter.known_latency(meter.seconds)  # a trivial call, for all the environment's own costs
         fields = sh.status(_text(result), marker)
         if fields is None:
@@ -103,7 +111,7 @@ class HarborSandbox(Sandbox):
                 f"the environment lacks {', '.join(needed)}, which oc-repl's Harbor sandbox runs commands with",
                 hint="use an image with bash, coreutils and util-linux (any Debian or Ubuntu image has them)",
             )
-        return cls(
+        opened = cls(
             environment,
             bridge,
             directory=directory,
@@ -114,12 +122,21 @@ class HarborSandbox(Sandbox):
             baseline=leftovers.parse_baseline(_text(result), marker + "b"),
             meter=meter,
         )
+        if f"@@OCR:{marker}t:" in _text(result):
+            opened.early = OpeningAnswer(opened.image_workdir, marker + "t", _text(result))
+        return opened
 
     def isolation(self) -> Isolation:
         """Harbor's environment holds the commands in, with the task's network policy and limits."""
         policy = getattr(self.env, "network_policy", None)  # Harbor's object: older versions have none
         mode = str(getattr(getattr(policy, "network_mode", None), "value", ""))
         return Isolation(confinement="harbor", network="none" if mode == "no-network" else mode, limits="harbor")
+
+    def opening_answer(self, name: str) -> OpeningAnswer | None:
+        if name != tamper.BASELINE:
+            return None
+        found, self.early = self.early, None  # once: a later baseline (another attempt) is taken anew
+        return found
 
     def call_latency(self) -> float:
         return self.meter.latency(lambda: self.run_script(":"))  # known from the setup exec
