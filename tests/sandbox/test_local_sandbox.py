@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 import time
 from pathlib import Path
 
@@ -114,6 +115,23 @@ def test_a_settled_reader_has_everything_written_so_far_even_when_it_was_starved
         os.close(write_fd)
         reader.join(5)
         os.close(read_fd)
+
+
+def test_commands_running_at_once_are_drained_without_a_thread_each(sandbox: LocalSandbox):
+    sandbox.exec("true", timeout=30)  # whatever a sandbox keeps running is there before the count
+    threads = threading.active_count()
+    procs = [sandbox.spawn(f"for i in 1 2 3; do echo p{n}-$i; sleep 0.05; done", tty=False) for n in range(40)]
+    assert threading.active_count() <= threads + 1  # the one pump, where this is its first use
+    for n, proc in enumerate(procs):
+        assert proc.wait(60)
+        assert proc.read_available() == f"p{n}-1\np{n}-2\np{n}-3\n".encode()
+
+
+def test_the_output_of_a_command_is_its_own_when_descriptors_are_reused(sandbox: LocalSandbox):
+    # each command's pipe is closed once it is read to its end, and the next command gets the same number: a
+    # descriptor still watched for the one before would give one command's output to another, or lose it
+    for n in range(200):
+        assert sandbox.exec(f"echo out-{n}", timeout=30).output == f"out-{n}\n".encode()
 
 
 # --- terminal text ------------------------------------------------------------------------------------------------
