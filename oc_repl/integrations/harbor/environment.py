@@ -82,16 +82,17 @@ class HarborSandbox(Sandbox):
         """Check the environment has what the sandbox runs on and make its directory (on the loop, awaited)."""
         marker, directory, workdir = sh.token(), f"{sh.ROOT}/{sh.token()}", workdir or DEFAULT_WORKDIR
         # what runs now, and, where the call runs as root, the tamper probe's baseline (in the image's working
-        # directory, where the verifier runs): the call the probe would make saved
-        probed = tamper.baseline_script(marker + "t", None)
+        # directory, where the verifier runs), timed inside: the call the probe would make saved
+        probed, timed = tamper.baseline_script(marker + "t", None), f"@@OCR:{marker}d:$s:$EPOCHREALTIME@@"
         script = (
             f"{sh.setup(directory, workdir, marker)}\n{leftovers.baseline_script(marker + 'b')}\n"
-            f'if [ "$(id -u)" = 0 ]; then (\n{probed}\n); fi'
+            f'if [ "$(id -u)" = 0 ]; then s=$EPOCHREALTIME; (\n{probed}\n); echo "{timed}"; fi'
         )
         meter = CallMeter()
         with meter.timed():
             result = await environment.exec(script, timeout_sec=EXEC_MARGIN + tamper.TIMEOUT)
-        meter.known_latency(meter.seconds)  # a trivial call, for all the environment's own costs
+        # what a trivial call costs, all the environment's own costs: the call, less the probe's time inside
+        meter.known_latency(max(0.0, meter.seconds - sh.elapsed(_text(result), marker + "d")))
         fields = sh.status(_text(result), marker)
         if fields is None:
             raise SandboxError(f"the environment did not run oc-repl's setup: {_text(result).strip()[-300:]}")
@@ -133,10 +134,8 @@ class HarborSandbox(Sandbox):
         return Isolation(confinement="harbor", network="none" if mode == "no-network" else mode, limits="harbor")
 
     def opening_answer(self, name: str) -> OpeningAnswer | None:
-        if name != tamper.BASELINE:
-            return None
-        found, self.early = self.early, None  # once: a later baseline (another attempt) is taken anew
-        return found
+        found, self.early = (self.early, None) if name == tamper.BASELINE else (None, self.early)
+        return found  # once: a later baseline (another attempt) is taken anew
 
     def call_latency(self) -> float:
         return self.meter.latency(lambda: self.run_script(":"))  # known from the setup exec
@@ -213,7 +212,7 @@ class HarborSandbox(Sandbox):
                 hint="install util-linux (bsdutils) in the image, or use blocking commands",
             )
         path, marker, wait = f"{self.directory}/{sh.token()}", sh.token(), min(max(wait, 0.0), WINDOW)
-        data = command.encode("utf-8", "surrogateescape" if _escapable(command) else "surrogatepass")
+        data = command.encode("utf-8", "surrogateescape" if sh.escapable(command) else "surrogatepass")
         inline = len(data) <= sh.INLINE_COMMAND
         if not inline:
             self.run_script(f"mkdir -p {self.directory}")
@@ -298,14 +297,6 @@ class HarborSandbox(Sandbox):
         with contextlib.suppress(Exception):
             script = f"{self.stop_script(leftovers.token())}\n{self.close_script()}"
             await self.env.exec(script, user="root", timeout_sec=EXEC_MARGIN)
-
-
-def _escapable(text: str) -> bool:
-    try:
-        text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:  # a lone surrogate a model's JSON may hold: its bytes, as Python would write them
-        return False
-    return True
 
 
 class HarborProcess:

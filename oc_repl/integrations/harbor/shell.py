@@ -200,3 +200,17 @@ def parse(text: str, marker: str) -> Report | None:
     elif state != "running" and state != "nocwd":
         return None  # an ended command's report always carries its output
     return report
+
+
+def elapsed(text: str, marker: str) -> float:
+    """Seconds between the two times of bash's EPOCHREALTIME a record holds (0 without one: a bash before 5)."""
+    found = re.search(rf"^@@OCR:{marker}:(\d+[.,]\d+):(\d+[.,]\d+)@@$", text, re.M)
+    return float(found[2].replace(",", ".")) - float(found[1].replace(",", ".")) if found else 0.0
+
+
+def escapable(text: str) -> bool:
+    try:
+        text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate a model's JSON may hold: its bytes, as Python would write them
+        return False
+    return True
