@@ -91,9 +91,9 @@ def docker_client() -> Any:
 # --- the two sides -------------------------------------------------------------------------------------------------
 
 
-def reference(tmp: Path) -> subprocess.Popen:
-    """The real toolkit on every scenario, in the background: a subprocess in the camel virtualenv."""
-    plan = {"image": IMAGE, "scenarios": [{"name": n, "calls": c, "image_workdir": w} for n, c, w in SCENARIOS]}
+def reference(tmp: Path, scenarios: list[Any]) -> subprocess.Popen:
+    """The real toolkit on `scenarios`, in the background: a subprocess in the camel virtualenv."""
+    plan = {"image": IMAGE, "scenarios": [{"name": n, "calls": c, "image_workdir": w} for n, c, w in scenarios]}
     (tmp / "plan.json").write_text(json.dumps(plan))
     python = data_home() / "oc-repl" / "cache" / "camel-ai-0.2.90" / "bin" / "python"
     script = ROOT / "tests" / "camel_reference.py"
@@ -106,8 +106,10 @@ def reference(tmp: Path) -> subprocess.Popen:
     )
 
 
-def oc_repl_side(client: Any, serve: Any, tmp: Path, monkeypatch: pytest.MonkeyPatch, hashes: dict[str, str]) -> dict:
-    """`oc-repl run --exact` on every scenario, in process: the tool results it sent, and the container, by name."""
+def oc_repl_side(
+    client: Any, serve: Any, tmp: Path, monkeypatch: pytest.MonkeyPatch, hashes: dict[str, str], scenarios: list[Any]
+) -> dict:
+    """`oc-repl run --exact` on `scenarios`, in process: the tool results it sent, and the container, by name."""
     from click.testing import CliRunner
 
     import oc_repl.protocols
@@ -124,7 +126,7 @@ def oc_repl_side(client: Any, serve: Any, tmp: Path, monkeypatch: pytest.MonkeyP
             monkeypatch.setenv(key, value)
     monkeypatch.setenv("XDG_DATA_HOME", str(data_home()))
     found = {}
-    for index, (name, calls, workdir) in enumerate(SCENARIOS):
+    for index, (name, calls, workdir) in enumerate(scenarios):
         server = serve({"replies": [{"text": calls_text(calls)}, {"text": "done"}]})
         extra = {"working_dir": workdir} if workdir else {}
         container = client.containers.run(
@@ -158,25 +160,17 @@ def normalised(text: str, container: tuple[str, str], marker: str) -> str:
     return re.sub(f"(?:{re.escape(marker)})+", marker, text)
 
 
-@pytest.mark.skipif(not SLOW, reason="installs camel-ai and runs every scenario twice; set OC_REPL_SLOW_TESTS=1")
-@pytest.mark.timeout(2400)
-def test_exact_tool_results_equal_camel_ai_0_2_90(synced, serve, tmp_path, monkeypatch):
-    client = docker_client()
-    assert len(SCENARIOS) >= 20
-    toolkit = Templates(parse(upstream_file("toolkit.toml").read_bytes(), TOOLKIT_SPEC, "toolkit.toml"))
-    agent = Templates(parse(upstream_file("agent.toml").read_bytes(), AGENT_SPEC, "agent.toml"))
-    marker = toolkit.render("view.terminated_empty")
-    started = time.monotonic()
-    ref = reference(tmp_path)
-    try:
-        ours = oc_repl_side(client, serve, tmp_path, monkeypatch, synced)
-        out, _ = ref.communicate(timeout=1200)
-    finally:
-        ref.kill()
-    assert ref.returncode == 0, out
-    theirs = json.loads((tmp_path / "reference.json").read_text())
-    differences = []
-    for (name, calls, _), count in zip(SCENARIOS, range(len(SCENARIOS)), strict=True):
+# A session that ends while its output is collected races on both sides: whether the look that sees its last output
+# also sees its end (then "output + SESSION TERMINATED") or an earlier one does (then the no-new-output marker until the
+# deadline, and the warning). camel's answer depends on when its reader thread asked the daemon, oc-repl's on when its
+# look came; a loaded machine shifts both. A scenario that differs is run again on both sides: oc-repl must give
+# upstream's exact text in one of ATTEMPTS runs, so a difference that is not timing still fails every time.
+ATTEMPTS = 3
+
+
+def differences_of(scenarios: list[Any], ours: dict, theirs: dict, agent: Templates, marker: str) -> dict[str, list]:
+    found: dict[str, list[str]] = {}
+    for name, calls, _ in scenarios:
         got, want = ours[name], theirs[name]
         assert len(got["texts"]) == len(calls) == len(want["results"]), name
         for (tool, arguments), text, result in zip(calls, got["texts"], want["results"], strict=True):
@@ -187,13 +181,43 @@ def test_exact_tool_results_equal_camel_ai_0_2_90(synced, serve, tmp_path, monke
             mine = normalised(text, (got["container"].id, got["container"].name), marker)
             upstream = normalised(expected, tuple(want["container"]), marker)
             if mine != upstream:
-                differences.append(
-                    f"{name} #{count}: {tool}({arguments}):\n  oc-repl  {mine!r}\n  upstream {upstream!r}"
+                found.setdefault(name, []).append(
+                    f"{name}: {tool}({arguments}):\n  oc-repl  {mine!r}\n  upstream {upstream!r}"
                 )
+    return found
+
+
+@pytest.mark.skipif(not SLOW, reason="installs camel-ai and runs every scenario twice; set OC_REPL_SLOW_TESTS=1")
+@pytest.mark.timeout(2400)
+def test_exact_tool_results_equal_camel_ai_0_2_90(synced, serve, tmp_path, monkeypatch):
+    client = docker_client()
+    assert len(SCENARIOS) >= 20
+    toolkit = Templates(parse(upstream_file("toolkit.toml").read_bytes(), TOOLKIT_SPEC, "toolkit.toml"))
+    agent = Templates(parse(upstream_file("agent.toml").read_bytes(), AGENT_SPEC, "agent.toml"))
+    marker = toolkit.render("view.terminated_empty")
+    started = time.monotonic()
+    pending, differences, runs = list(SCENARIOS), {}, []
+    for attempt in range(ATTEMPTS):
+        where = tmp_path / f"attempt-{attempt}"
+        where.mkdir()
+        ref = reference(where, pending)
+        try:
+            ours = oc_repl_side(client, serve, where, monkeypatch, synced, pending)
+            out, _ = ref.communicate(timeout=1200)
+        finally:
+            ref.kill()
+        assert ref.returncode == 0, out
+        theirs = json.loads((where / "reference.json").read_text())
+        differences = differences_of(pending, ours, theirs, agent, marker)
+        runs.append(f"{len(pending)} scenarios: {len(differences)} differed")
+        pending = [scenario for scenario in pending if scenario[0] in differences]
+        if not pending:
+            break
     print(
-        f"{len(SCENARIOS)} scenarios, {sum(len(c) for _, c, _ in SCENARIOS)} calls, {time.monotonic() - started:.0f} s"
+        f"{len(SCENARIOS)} scenarios, {sum(len(c) for _, c, _ in SCENARIOS)} calls, {time.monotonic() - started:.0f} s;"
+        f" runs: {'; '.join(runs)}"
     )
-    assert not differences, "\n".join(differences)
+    assert not differences, "\n".join(line for lines in differences.values() for line in lines)
 
 
 # --- exact mode on a local sandbox: what the differential test cannot time or reach ------------------------------
