@@ -35,7 +35,7 @@ from oc_repl.deviations import DEFAULTS, Deviations
 from oc_repl.protocols.camel.protocol import AGENT_SPEC
 from oc_repl.protocols.camel.tools import TOOLKIT_SPEC, ToolCallError
 from oc_repl.protocols.templates import Templates, parse
-from tests.camel_scenarios import SCENARIOS
+from tests.camel_scenarios import ATTEMPTS, SCENARIOS
 from tests.conftest import ROOT, cli_env, read_jsonl, run_cli
 from tests.fakeserver import calls_text
 from tests.protocols.camel.test_camel_tools import NO_OUTPUT, TERMINATED_EMPTY, M, N, builtin_tools
@@ -158,14 +158,6 @@ def normalised(text: str, container: tuple[str, str], marker: str) -> str:
         text = text.replace(value, "<container>")
     text = re.sub(r"temp_[0-9a-f]{32}\.txt", "temp_<hex>.txt", text)
     return re.sub(f"(?:{re.escape(marker)})+", marker, text)
-
-
-# A session that ends while its output is collected races on both sides: whether the look that sees its last output
-# also sees its end (then "output + SESSION TERMINATED") or an earlier one does (then the no-new-output marker until the
-# deadline, and the warning). camel's answer depends on when its reader thread asked the daemon, oc-repl's on when its
-# look came; a loaded machine shifts both. A scenario that differs is run again on both sides: oc-repl must give
-# upstream's exact text in one of ATTEMPTS runs, so a difference that is not timing still fails every time.
-ATTEMPTS = 3
 
 
 def differences_of(scenarios: list[Any], ours: dict, theirs: dict, agent: Templates, marker: str) -> dict[str, list]:
