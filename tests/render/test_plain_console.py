@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import re
 
-from rich.console import Console
 from rich.table import Table
 
 from oc_repl.events import CommandExecution, ItemCompleted, ItemStarted, TurnStarted
@@ -14,6 +13,7 @@ from oc_repl.render.human import HumanRenderer, make_console
 from oc_repl.render.plain_console import PlainConsole
 from tests.conftest import run_cli
 from tests.docker_support import answer, exec_call
+from tests.render.test_wordings import shown
 
 ESCAPES = re.compile(r"\x1b\[")
 
@@ -24,14 +24,6 @@ def plain(*events) -> str:
     for event in events:
         render(event)
     return stream.getvalue()
-
-
-def on_a_terminal(*events) -> str:
-    console = Console(record=True, width=240, highlight=False)
-    render = HumanRenderer(console)
-    for event in events:
-        render(event)
-    return console.export_text()
 
 
 def test_a_command_and_its_output_read_as_on_a_terminal_without_the_frame():
@@ -47,7 +39,7 @@ def test_a_command_and_its_output_read_as_on_a_terminal_without_the_frame():
         "  ls: cannot access '/missing'",
         f"  {long}",  # not wrapped at the console's width
     ]
-    framed = on_a_terminal(*events)
+    framed = shown(*events)  # on a terminal
     for line in ("▶ shell_exec  ls /missing", "shell_exec: ls /missing — failed", "ls: cannot access '/missing'"):
         assert line in framed
 

@@ -90,12 +90,12 @@ class HarborSandbox(Sandbox):
         )
         meter = CallMeter()
         with meter.timed():
-            result = await environment.exec(script, timeout_sec=EXEC_MARGIN + tamper.TIMEOUT)
+            answer = _text(await environment.exec(script, timeout_sec=EXEC_MARGIN + tamper.TIMEOUT))
         # what a trivial call costs, all the environment's own costs: the call, less the probe's time inside
-        meter.known_latency(max(0.0, meter.seconds - sh.elapsed(_text(result), marker + "d")))
-        fields = sh.status(_text(result), marker)
+        meter.known_latency(max(0.0, meter.seconds - sh.elapsed(answer, marker + "d")))
+        fields = sh.status(answer, marker)
         if fields is None:
-            raise SandboxError(f"the environment did not run oc-repl's setup: {_text(result).strip()[-300:]}")
+            raise SandboxError(f"the environment did not run oc-repl's setup: {answer.strip()[-300:]}")
         missing, pwd = fields[0].split(), ":".join(fields[1:])
         if workdir in missing:  # the agent's user may not create it (/workspace under /): root makes it theirs
             owner = getattr(environment, "default_user", None)
@@ -120,11 +120,11 @@ class HarborSandbox(Sandbox):
             image_workdir=pwd or "/",
             terminal="script" not in missing,
             output_limit=output_limit,
-            baseline=leftovers.parse_baseline(_text(result), marker + "b"),
+            baseline=leftovers.parse_baseline(answer, marker + "b"),
             meter=meter,
         )
-        if f"@@OCR:{marker}t:" in _text(result):
-            opened.early = OpeningAnswer(opened.image_workdir, marker + "t", _text(result))
+        if f"@@OCR:{marker}t:" in answer:
+            opened.early = OpeningAnswer(opened.image_workdir, marker + "t", answer)
         return opened
 
     def isolation(self) -> Isolation:
