@@ -274,15 +274,26 @@ class TurnFailed(Record):
 
 
 FindingKind = Literal[
-    "verifier_file", "import_hook", "shadowed_module", "pytest_file", "pytest_config", "executable", "process"
+    "verifier_file",  # /tests, /logs: the verifier's own places
+    "import_hook",  # conftest.py, sitecustomize/usercustomize, *.pth
+    "entry_point",  # a pytest11 entry point: a plugin pytest loads by itself
+    "shadowed_module",  # a module found before the one the verifier means to import
+    "python_path",  # anything else under a Python's sys.path: the standard library, pytest and what it imports
+    "bytecode",  # compiled Python the import system would load instead of its source
+    "pytest_config",
+    "executable",  # on the verifier's PATH
+    "loader",  # the dynamic loader's configuration and libraries
+    "shell_startup",  # what a shell reads as it starts (/etc/profile, ~/.bashrc, $HOME/.local/bin/env, BASH_ENV)
+    "process",  # left running
+    "verdict",  # pytest's record disagrees with how its process ended
+    "vcs",  # a version-control directory made in a local sandbox: its hooks run on the host
 ]
 
 
 @event
 class Finding(Record):
-    """Something the agent created, changed or left running that can sway tests, found before the verifier ran.
-    `affects_tests` findings make the run `tampered`; the others (a package pip installed, a session left open) are
-    informational."""
+    """Something the agent created, changed or left running that can sway tests. `affects_tests` findings make the
+    run `tampered`; the others (a package pip installed, a server left running) are informational."""
 
     kind: FindingKind
     path: str = ""  # the file, or a process's command line
@@ -306,8 +317,9 @@ class VerifyCompleted(Record):
     output_tail: str = ""
     timed_out: bool = False
     reward: float | None = None  # what a Harbor task's tests wrote to /logs/verifier (1 = resolved)
-    findings: list[Finding] = field(default_factory=list)  # what the agent tried (see oc_repl/tasks/tamper.py)
-    processes_stopped: bool = False  # what the agent left running was stopped first (not so mid-conversation)
+    findings: list[Finding] = field(default_factory=list)  # what the agent tried (see oc_repl/tasks/evidence.py)
+    sealed: bool = False  # the verifier's files and processes were out of reach of what the agent left running
+    evidence: str = ""  # what the change set was taken with; "unavailable: why" when it could not be
 
 
 @event

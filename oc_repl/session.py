@@ -25,7 +25,7 @@ from oc_repl.plan import RunPlan, check_attempts, known, plan, sandboxes_for, ve
 from oc_repl.types import AgentProtocol, Approve, Consent, Message, Sandbox, Task, allow_all, refuse
 
 if TYPE_CHECKING:
-    from oc_repl.tasks.tamper import TamperProbe
+    from oc_repl.tasks.verdict import Judge
 
 
 @dataclass
@@ -116,7 +116,7 @@ class Session:
         self.thread_id = uuid.uuid4().hex[:12]
         self.tasks_run = 0  # in the current conversation
         self.terminated = False  # a SIGTERM or SIGHUP stopped a run: the interactive shell leaves too
-        self.probe: TamperProbe | None = None  # the tamper baseline of the current sandbox
+        self.judge: Judge | None = None  # the judge of the current sandbox (its evidence's base)
         self.made = _Thread()
 
     @property
@@ -208,17 +208,19 @@ class Session:
                 protocols.require_upstream(s.protocol, self.protocol.assets())
         return self.protocol
 
-    def new_conversation(self) -> None:
-        if self.protocol is not None:
+    def new_conversation(self, leave_running: bool = False) -> None:
+        if self.protocol is not None and not leave_running:
             with contextlib.suppress(SandboxError):
                 self.protocol.close()
         self.protocol, self.tasks_run, self.thread_id = None, 0, uuid.uuid4().hex[:12]
 
-    def close(self) -> str:
-        """Stop what the session left running; returns the name of a container kept on purpose (--keep)."""
-        self.new_conversation()
-        sandbox, self.sandbox, self.probe = self.sandbox, None, None
-        if sandbox is None:
+    def close(self, leave_running: bool = False) -> str:
+        """Stop what the session left running; returns the name of a container kept on purpose (--keep). With
+        `leave_running` (a harness's verifier judges the sandbox next, beside what the agent left) nothing is stopped:
+        the harness ends the sandbox."""
+        self.new_conversation(leave_running)
+        sandbox, self.sandbox, self.judge = self.sandbox, None, None
+        if sandbox is None or leave_running:
             return ""
         with contextlib.suppress(SandboxError, KeyboardInterrupt):
             sandbox.close()
@@ -228,8 +230,8 @@ class Session:
 
     def run(self, instruction: str | None = None, close_after: bool = False) -> TaskResult:
         """One task in the current conversation (the planned one, or `instruction`), then the verifier, then
-        `thread.completed`. With `close_after` the conversation ends here: what the agent left running is stopped
-        before the verifier."""
+        `thread.completed`. With `close_after` the conversation ends here: the verifier runs beside what the agent
+        left running, which ends after it."""
         outcome, verify, kept, findings = Outcome(), None, "", []
         calls_before = (self.client.native_calls, self.client.salvaged_calls)
         self.made = _Thread(calls_before=self.sandbox.calls() if self.sandbox is not None else (0, 0.0))
@@ -240,13 +242,13 @@ class Session:
                     verify = self.verify_now(final_run=close_after)
                     findings = verify.findings
                 elif self.plan.harness_judges and outcome.status.graded_by_harness:
-                    findings, _ = self._evidence(self.open_sandbox(), stop=True)
+                    findings = self._judge(self.open_sandbox()).for_harness(self._keep())
             except (Exception, KeyboardInterrupt) as exc:  # a bug too: the transcript still ends properly
                 outcome.status = self._failed(exc)
             finally:
                 if close_after:  # cleanup runs to its end; a second Ctrl-C or a SIGTERM now is only remembered
                     with signals.deferred() as late:
-                        kept = self.close()
+                        kept = self.close(leave_running=self.plan.harness_judges)
                     if late.interrupted:
                         outcome.status = Status.INTERRUPTED
                         self.terminated = self.terminated or late.terminated
@@ -270,8 +272,8 @@ class Session:
         sandbox = made.sandbox = self.open_sandbox(meanwhile=self.client.connect) if protocol.needs_sandbox else None
         # something judges this run, or may (the shell's /verify, later in the conversation): a baseline first
         judged = self.plan.verifier is not None or self.plan.harness_judges or not close_after
-        if sandbox is not None and judged and (self.probe is None or self.probe.sandbox is not sandbox):
-            self.probe = self._baseline(sandbox)
+        if sandbox is not None and judged and (self.judge is None or self.judge.sandbox is not sandbox):
+            self.judge = self._baseline(sandbox)
         made.model = self.client.resolve_model()
         warnings = self._served()
         self._say_started(sandbox.isolation() if sandbox is not None else ev.Isolation())
@@ -308,37 +310,33 @@ class Session:
         return status_of(exc)
 
     def verify_now(self, final_run: bool = False) -> ev.VerifyCompleted:
-        """The verifier's verdict, with the evidence gathered just before it. In the `final_run` of a sandbox what
-        the agent left running is stopped first; mid-conversation (the shell) it is listed and left running, and the
-        sandbox as the verdict leaves it becomes the baseline for the next one."""
+        """The verifier's verdict, with the evidence. It runs beside what the agent left running; in the `final_run` of
+        a sandbox all of that ends after it, and mid-conversation (the shell) it goes on running and the sandbox as the
+        verdict leaves it becomes the base for the next one."""
         verifier = self.plan.verifier
         if verifier is None:
             raise UsageError("no verifier set", hint="give one: --verify CMD, --verify-file F, or /verify CMD")
-        sandbox = self.open_sandbox()
-        findings, stopped = self._evidence(sandbox, stop=final_run)
-        result = verifier.run(sandbox)
-        result.findings, result.processes_stopped = findings, stopped
-        if not final_run and self.probe is not None and self.probe.sandbox is sandbox:
-            self.probe.rebaseline()
+        result = self._judge(self.open_sandbox()).verify(verifier, self._keep(), final_run)
         self.emit(result)
         return result
 
-    def _baseline(self, sandbox: Sandbox) -> TamperProbe:
-        from oc_repl.tasks.tamper import TamperProbe
+    def _keep(self) -> frozenset[int]:
+        return self.protocol.own_processes() if self.protocol is not None else frozenset()
+
+    def _judge(self, sandbox: Sandbox) -> Judge:
+        if self.judge is None or self.judge.sandbox is not sandbox:
+            self.judge = self._baseline(sandbox)
+        return self.judge
+
+    def _baseline(self, sandbox: Sandbox) -> Judge:
+        from oc_repl.tasks.verdict import Judge
 
         # where the verifier runs: a task's in the image's WORKDIR, Harbor's too, --verify in the sandbox's workdir
         if self.plan.verifier is not None:
             where = self.plan.verifier.working_directory(sandbox)
         else:
             where = (sandbox.image_workdir if self.plan.harness_judges else "") or sandbox.workdir
-        return TamperProbe.opened(sandbox, where, self.emit)
-
-    def _evidence(self, sandbox: Sandbox, stop: bool) -> tuple[list[ev.Finding], bool]:
-        from oc_repl.tasks.tamper import gather
-
-        keep = self.protocol.own_processes() if self.protocol is not None else frozenset()
-        probe = self.probe if self.probe is not None and self.probe.sandbox is sandbox else None
-        return gather(sandbox, probe, keep, stop)
+        return Judge.opened(sandbox, where, self.emit)
 
     def _say_started(self, isolation: ev.Isolation) -> None:
         """`thread.started` with what the thread has made so far (all of it, unless it ended early)."""

@@ -103,12 +103,84 @@ class ExecResult(Record):
 
 @record()
 class Leftover(Record):
-    """A process the agent left running when its time was over (found, then stopped, before any verifier runs)."""
+    """A process the agent left running when its time was over (listed before the verifier, which runs beside it)."""
 
     pid: int  # as the sandbox sees it
     command: str  # its command line, words joined by spaces
     cwd: str = ""
     files: list[str] = field(default_factory=list)  # paths it held open
+    threads: int = 1  # a process whose first thread ended while others run shows as a zombie: it is alive
+    own: bool = False  # the protocol's own (terminus's terminal): listed, but no evidence of what the model did
+
+
+@record()
+class FileFacts(Record):
+    """One path as the sandbox holds it, seen from outside the agent's reach."""
+
+    mode: int = 0  # st_mode: its kind and permissions
+    size: int = 0
+    dev: int = 0
+    ino: int = 0
+    mtime: int = 0  # nanoseconds
+    ctime: int = 0
+    sha256: str = ""  # regular files
+    md5: str = ""
+    head: bytes = b""  # its first bytes
+    link: str = ""  # a symbolic link's text
+    target: str = ""  # where a link leads once every link is followed, inside the sandbox
+    error: str = ""  # why it could not be seen ("" when it was)
+
+
+@record()
+class Change(Record):
+    """A path the agent's time changed, against the sandbox as it opened."""
+
+    path: str
+    what: Literal["created", "changed", "removed"]
+
+
+class Look(Protocol):
+    """The sandbox seen from outside the agent's reach, for evidence: the complete change set since it opened, and
+    what a path holds. A driver offers one where it can (`Sandbox.look`); `how` says what it is taken with."""
+
+    how: str
+    tells_created: bool = True  # its changes say "created" for a path that was not there; False: all say "changed"
+
+    def changes(self) -> list[Change]: ...
+    def files(self, paths: list[str], digest: bool = True) -> dict[str, FileFacts]: ...  # digest: sha256, md5, head
+    def read(self, paths: list[str]) -> dict[str, bytes | None]: ...  # whole files (capped), None when unreadable
+    def listing(self, directories: list[str]) -> dict[str, list[str] | None]: ...
+
+
+@record()
+class VerifierJob(Record):
+    """What a verifier runs and needs, for the sandbox to run it as sealed from what the agent left as it can."""
+
+    command: str  # run with `bash -c`
+    cwd: str
+    timeout: float
+    user: str = "root"
+    env: dict[str, str] = field(default_factory=dict)  # over the sandbox's own environment
+    private: list[str] = field(default_factory=list)  # the verifier's own directories: fresh, empty, out of reach
+    files: list[tuple[str, bytes, int]] = field(default_factory=list)  # (path, content, mode) put in them first
+    collect: list[str] = field(default_factory=list)  # files read back from the private directories afterwards
+    record: str = ""  # where pytest's record of its sessions goes (a FIFO where the driver reads it as it comes)
+
+
+@record()
+class VerifierRun(Record):
+    """What a verifier's run left: its output and status, the files asked for, and what was seen of it."""
+
+    output: bytes
+    exit_code: int | None
+    timed_out: bool = False
+    dropped: int = 0
+    collected: dict[str, bytes | None] = field(default_factory=dict)
+    records: bytes = b""  # oc-repl's pytest records, as the verifier's pytest wrote them
+    exits: dict[str, int] = field(default_factory=dict)  # "pid:start" of a recorded pytest -> its wait status
+    sealed: bool = False  # its files and processes were out of reach of what the agent left running
+    opened: list[tuple[int, int, str, bool]] | None = None  # (dev, inode, path, executed): None where unseen
+    written: list[tuple[int, int]] | None = None  # (dev, inode) of what it wrote
 
 
 class Process(Protocol):
@@ -168,15 +240,28 @@ class Sandbox(Protocol):
         """What holds the sandbox's commands in, as in force now (empty: not known)."""
         return Isolation()
 
-    # Stop every process the sandbox's commands started (those of `keep`, the protocol's own terminal, and the ones
-    # they run under, included) and report the others: the verifier then runs on a quiet sandbox, and what the agent
-    # left running is evidence.
-    def stop_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]: ...
+    # What the agent left running: every process the sandbox's commands started that still runs, listed (never
+    # stopped: a verifier runs beside them, as the task formats' own harnesses run theirs), from outside the agent's
+    # reach where the driver can. The protocol's own (`keep`, and what they run under) are marked `own`.
+    def agent_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]: ...
 
-    def running_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
-        """What `stop_processes` would stop, left running (the shell's verifier, mid-conversation, reports them);
-        none where the sandbox cannot list them without stopping them."""
-        return []
+    def end_agent_processes(self) -> int:
+        """End everything the agent left running (after the verifier); how many processes could not be ended. A
+        driver whose close() ends them all anyway needs nothing more."""
+        return 0
+
+    def run_verifier(self, job: VerifierJob) -> VerifierRun:
+        """Run a verifier's job, sealed from what the agent left running where the driver can (`sealed` says). This
+        default is the unsealed one: the files are written where the job names them and the command runs through
+        `exec`, beside everything the agent left."""
+        from oc_repl.sandbox.unsealed import run_unsealed
+
+        return run_unsealed(self, job)
+
+    def look(self) -> Look | None:
+        """The sandbox seen from outside the agent's reach (the complete change set since it opened); None where the
+        driver has no such view."""
+        return None
 
     def kept(self) -> str:
         """The name of a container left in place on purpose (--keep) once closed; "" for none."""
@@ -198,7 +283,7 @@ class Sandbox(Protocol):
 
     def opening_answer(self, name: str) -> OpeningAnswer | None:
         """What a script of oc-repl's own printed that the sandbox ran in the call that opened it, where calls are
-        costly and one saved counts (`name`: which script; tamper.BASELINE is the one); None when it ran none."""
+        costly and one saved counts (`name`: which script; discovery.BASELINE is the one); None when it ran none."""
         return None
 
     def calls(self) -> tuple[int, float]:

@@ -190,6 +190,10 @@ class HumanRenderer:
         self.console.print(verdict + Text(f" {sanitize(e.command)}{counts}{decided}"))
         if not e.passed and e.output_tail:
             self.console.print(Text(fold(sanitize(e.output_tail), 0, 15), style="dim"))
+        if not e.sealed:
+            self.console.print(Text("  unsealed: what the agent left running could reach the verifier", style="dim"))
+        if e.evidence.startswith("unavailable"):
+            self.console.print(Text(f"  evidence {sanitize(e.evidence)}", style="yellow"))
         self._findings(e.findings)
 
     def _findings(self, findings: list[Any]) -> None:

@@ -25,10 +25,13 @@ from typing import TYPE_CHECKING, Any
 from oc_repl.errors import SandboxError, SandboxLost
 from oc_repl.sandbox import docker_lifetime, leftovers
 from oc_repl.sandbox.docker_channel import ChannelPool
-from oc_repl.sandbox.docker_container import connect, container_limits, create_container
+from oc_repl.sandbox.docker_container import USER_LABEL, connect, container_limits, create_container
 from oc_repl.sandbox.docker_exec import PID_DIR, WORK_SUBDIR, DockerProcess, RecordedProcess, kill_recorded
+from oc_repl.sandbox.docker_host import HostAccess
+from oc_repl.sandbox.docker_look import DockerLook, run_sealed
 from oc_repl.sandbox.meter import CallMeter, Metered, metered
-from oc_repl.types import ExecResult, Leftover, Sandbox
+from oc_repl.sandbox.unsealed import run_unsealed
+from oc_repl.types import ExecResult, Leftover, Look, Sandbox, VerifierJob, VerifierRun
 
 if TYPE_CHECKING:
     from oc_repl.config import RunSettings
@@ -63,6 +66,12 @@ class DockerSandbox(Metered, Sandbox):
         self._lock = threading.Lock()
         self.pid_dir = f"{PID_DIR}/{uuid.uuid4().hex[:12]}"
         self.expires_at = docker_lifetime.expiry(container.labels)
+        # commands run as the image's user where the first process is protected (docker_container.py) and runs as
+        # nobody; in a container of the user's, as its own default
+        labels = container.labels or {}
+        self.user = (labels.get(USER_LABEL) or "root") if USER_LABEL in labels else ""
+        # where oc-repl's host helper can run, the verifier is sealed and the evidence read from outside
+        self.host, self.unsealed_why = HostAccess.find(container.attrs)
         self.uid, self.gid = self._default_ids()
         # Set up as root, so it works whoever the default user is. A workdir made here belongs to the default user,
         # who must write there; an existing one is left as it is.
@@ -186,9 +195,9 @@ class DockerSandbox(Metered, Sandbox):
         Without a configured user that is root, and no exec is needed. Otherwise `id` itself says, which also
         resolves user names through the container's own /etc/passwd.
         """
-        if not self.container.attrs.get("Config", {}).get("User"):
+        if not self.user and not self.container.attrs.get("Config", {}).get("User") or self.user == "root":
             return 0, 0
-        out = self.run_quick("id -u && id -g", user="").split()
+        out = self.run_quick("id -u && id -g", user=self.user).split()
         if len(out) != 2 or not all(part.isdigit() for part in out):
             return None, None
         return int(out[0]), int(out[1])
@@ -213,7 +222,13 @@ class DockerSandbox(Metered, Sandbox):
             proc = self.channels.spawn(command, cwd or self.workdir, full_env)
         if proc is None:
             proc = DockerProcess(
-                self, command, tty=tty, cwd=cwd or self.workdir, env=full_env, user=user, limit=self.output_limit
+                self,
+                command,
+                tty=tty,
+                cwd=cwd or self.workdir,
+                env=full_env,
+                user=user or self.user,
+                limit=self.output_limit,
             )
         with self._lock:
             self._procs.append(proc)
@@ -270,17 +285,29 @@ class DockerSandbox(Metered, Sandbox):
         self.call(self.api.put_archive, self.id, "/", buf.getvalue())
 
     @metered
-    def stop_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
-        """Stop every process in the container but the channels' own and those that ran before the sandbox
-        opened (pid 1, its children, the services of a container we attached to)."""
-        return self._leftovers(keep, stop=True)
-
-    @metered
-    def running_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
-        """What `stop_processes` would stop and report, left running."""
+    def agent_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
+        """Every process in the container but those that ran before the sandbox opened (pid 1, an attached
+        container's own services); oc-repl's channels and the protocol's terminal marked as the sandbox's own."""
+        idle, busy = self.channels.servers()
+        if self.host is not None:
+            return self.host.processes(self.baseline, keep, [*idle, *busy])
         return self._leftovers(keep, stop=False)
 
+    @metered
+    def end_agent_processes(self) -> int:
+        if self.host is not None:
+            return self.host.end(self.baseline)
+        self._leftovers(frozenset(), stop=True)
+        return 0
+
+    def run_verifier(self, job: VerifierJob) -> VerifierRun:
+        return run_sealed(self, job) if self.host is not None else run_unsealed(self, job)
+
+    def look(self) -> Look | None:
+        return DockerLook(self.call, self.api, self.id, self.host)
+
     def _leftovers(self, keep: frozenset[int], stop: bool) -> list[Leftover]:
+        """The agent's processes as a script in the container finds them (where the host helper cannot run)."""
         idle, busy = self.channels.servers()
         with self._lock:
             started = [proc.pidfile for proc in self._procs]

@@ -121,7 +121,7 @@ class Channel:
         dirs = [PID_DIR, box.pid_dir, f"{box.pid_dir}/{WORK_SUBDIR}"]
         argv = ["bash", "--posix", "-c", BOOT, "oc-repl-channel", fifo, f"{EXIT_GRACE:g}", *dirs]
         api = box.api
-        exec_id = box.call(api.exec_create, box.id, argv, stdin=True, environment={"TERM": "dumb"}, user="")["Id"]
+        exec_id = box.call(api.exec_create, box.id, argv, stdin=True, environment={"TERM": "dumb"}, user=box.user)["Id"]
         self._wrapped = box.call(api.exec_start, exec_id, socket=True)  # kept: it owns the socket
         self._sock = getattr(self._wrapped, "_sock", self._wrapped)
         self._sock.settimeout(None)  # the docker client's request timeout would end an idle channel

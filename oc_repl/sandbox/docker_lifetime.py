@@ -26,6 +26,7 @@ EXPIRES = "oc-repl.expires"
 # stopped within a day, and removed by the next start after that.
 DEFAULT_LIFETIME = 24 * 3600
 LEASED = "oc-repl.lease"  # the lease's length in seconds
+CREATED = "oc-repl.created"  # when (Unix seconds): its lifetime is counted from then
 LEASE = 600  # ten minutes: renewed each tenth of it, so a client stalled for minutes (a loaded machine) keeps it
 WAIT_FIFO = "/tmp/.oc-repl-wait"  # what the first process's loop sleeps on (a read with a timeout)
 # The first process: it ends at the lifetime's end or when the lease has run out, whichever comes first. A renewal is
@@ -47,6 +48,15 @@ while printf -v now '%(%s)T' -1; ((now < end)); do
 done
 """.replace("{fifo}", WAIT_FIFO)
 _START = 'command -v bash >/dev/null && exec bash -c "$0" leased "$@"; exec sleep "$1"'
+KEPT = 10 * 365 * 24 * 3600  # a kept container's first process waits this long: for ever, as `sleep infinity` does
+
+
+def protected(labels: dict[str, str]) -> list[str]:
+    """The arguments of a protected first process (docker_container.py: the image's own bash, copied so that its
+    user cannot read it) for a container of these labels: the same loop as any leased one, or a wait for ever."""
+    expires, leased = expiry(labels), labels.get(LEASED, "")
+    seconds = str(expires - int(labels.get(CREATED, "0") or 0)) if expires is not None else str(KEPT)
+    return ["-c", _FIRST, "leased", seconds, leased if leased.isdigit() else str(KEPT)]
 
 
 def creation(lifetime: float | None, keep: bool, now: float, lease: float = LEASE) -> tuple[list[str], dict[str, str]]:
@@ -56,7 +66,7 @@ def creation(lifetime: float | None, keep: bool, now: float, lease: float = LEAS
         return ["sleep", "infinity"], {LABEL: "1"}
     seconds = max(1, math.ceil(DEFAULT_LIFETIME if lifetime is None else lifetime))
     leased = max(1, math.ceil(lease))
-    labels = {LABEL: "1", EXPIRES: str(int(now) + seconds), LEASED: str(leased)}  # its end comes no earlier
+    labels = {LABEL: "1", EXPIRES: str(int(now) + seconds), LEASED: str(leased), CREATED: str(int(now))}
     return ["sh", "-c", _START, _FIRST, str(seconds), str(leased)], labels
 
 

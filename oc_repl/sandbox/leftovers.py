@@ -34,7 +34,7 @@ ocr_scan() {
     case "$SPARE$T" in *" $p "*) continue ;; esac
     read -r s < "$d/stat" || continue
     set -- ${s##*) }
-    [ "$1" = Z ] && continue
+    [ "$1" = Z ] && [ "${18}" -le 1 ] && continue
     case "$BASE" in *" $p:${20} "*) continue ;; esac
     case "$KIDS" in *" $2 "*) continue ;; esac
     case "$SESSION_KIDS" in *" $2 "*) [ "$4" = "$2" ] && continue ;; esac
@@ -68,14 +68,17 @@ for p in $T; do
   [ -d "/proc/$p" ] || continue
   c=$(base64 -w0 < "/proc/$p/cmdline"); w=$(readlink "/proc/$p/cwd" | base64 -w0)
   f=$(for x in /proc/$p/fd/*; do readlink "$x"; done | base64 -w0)
-  echo "@@OCR:$M:p:$p:$c:$w:$f@@"
+  read -r s < "/proc/$p/stat"; set -- ${s##*) }
+  echo "@@OCR:$M:p:$p:$c:$w:$f:${18}@@"
 done
 if [ "$STOP" = 1 ] && [ "$T" != " " ]; then
   kill -KILL $T
   i=0
   while [ $i -lt 300 ]; do
     left=
-    for p in $T; do read -r s < "/proc/$p/stat" || continue; set -- ${s##*) }; [ "$1" = Z ] || left=1; done
+    for p in $T; do
+      read -r s < "/proc/$p/stat" || continue; set -- ${s##*) }; { [ "$1" = Z ] && [ "${18}" -le 1 ]; } || left=1
+    done
     [ -n "$left" ] || break
     sleep 0.01; i=$((i + 1))
   done
@@ -155,7 +158,8 @@ def parse(text: str, marker: str) -> list[Leftover]:
     if re.search(rf"^@@OCR:{marker}:alive@@$", text, re.M):
         raise SandboxError("processes left in the sandbox were still running after SIGKILL")
     found = []
-    for pid, command, cwd, files in re.findall(rf"^@@OCR:{marker}:p:(\d+):([^:]*):([^:]*):([^:@]*)@@$", text, re.M):
+    records = re.findall(rf"^@@OCR:{marker}:p:(\d+):([^:]*):([^:]*):([^:@]*):(\d*)@@$", text, re.M)
+    for pid, command, cwd, files, threads in records:
         argv = _decoded(command).rstrip("\0").split("\0")
         held = [f for f in _decoded(files).splitlines() if f.startswith("/") and not f.startswith(NOT_EVIDENCE)]
         found.append(
@@ -164,6 +168,7 @@ def parse(text: str, marker: str) -> list[Leftover]:
                 command=" ".join(argv),
                 cwd=_decoded(cwd).strip("\n"),
                 files=sorted(set(held))[:MAX_FILES],
+                threads=int(threads or 1),
             )
         )
     return found

@@ -290,22 +290,36 @@ class LocalSandbox(Metered, Sandbox):
     # --- the end ----------------------------------------------------------------------------------------------
 
     @metered
-    def stop_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
-        """Kill every process of the sandbox; the ones not in `keep` are reported."""
+    def agent_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
+        """Every process of the sandbox (those of `keep` and what they run under marked as the protocol's own)."""
+        if self._confinement is None:
+            return [Leftover(pid=pid, command=command) for pid, command in local_marks.marked(self._mark)]
+        answer, _ = self._channel().request("list", keep=sorted(keep))
+        return [
+            Leftover(
+                pid=int(d["pid"]),
+                command=str(d["command"]),
+                cwd=str(d["cwd"]),
+                files=list(d["files"]),
+                threads=int(d.get("threads", 1)),
+                own=bool(d.get("own")),
+            )
+            for d in answer.get("found", [])
+        ]
+
+    @metered
+    def end_agent_processes(self) -> int:
+        """Kill every process of the sandbox; how many could not be."""
         with self._lock:
             procs, self._procs = self._procs, []
+        left = 0
         if self._confinement is None:
-            found = [Leftover(pid=pid, command=command) for pid, command in local_marks.marked(self._mark)]
             local_marks.kill_marked(self._mark)
         else:
-            answer, _ = self._channel().request("stop", keep=sorted(keep))
-            found = [
-                Leftover(pid=int(d["pid"]), command=str(d["command"]), cwd=str(d["cwd"]), files=list(d["files"]))
-                for d in answer.get("found", [])
-            ]
+            left = int(self._channel().request("stop")[0].get("left", 0))
         for proc in procs:
             proc.kill()
-        return found
+        return left
 
     def close(self) -> None:
         """Kill every process still running, wherever it went, and end the confinement."""

@@ -124,7 +124,8 @@ def spawn(request, fds):
 
 
 def processes():
-    """(pid, parent, process group, session) of every process of the namespace but this one, zombies left out."""
+    """(pid, parent, process group, session) of every process of the namespace but this one that can still act: a
+    zombie is left out unless it is the first thread of a process whose other threads still run."""
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or name == "1":
@@ -134,7 +135,7 @@ def processes():
                 fields = f.read().decode(errors="replace").rsplit(")", 1)[-1].split()
         except OSError:
             continue
-        if len(fields) > 3 and fields[0] != "Z":
+        if len(fields) > 17 and (fields[0] != "Z" or int(fields[17]) > 1):  # field 20: the number of threads
             found.append((int(name), int(fields[1]), int(fields[2]), int(fields[3])))
     return found
 
@@ -175,27 +176,41 @@ def described(pid):
                 files.add(target)
     except OSError:
         pass
-    return {"pid": pid, "command": command, "cwd": cwd, "files": sorted(files)}
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            threads = next((int(line.split()[1]) for line in f if line.startswith(b"Threads:")), 1)
+    except (OSError, ValueError):
+        threads = 1
+    return {"pid": pid, "command": command, "cwd": cwd, "files": sorted(files), "threads": threads}
+
+
+def listed(request, fds):
+    """Every process but this one, described (those given and their ancestors marked as the caller's own)."""
+    parents = {pid: parent for pid, parent, _, _ in processes()}
+    own = set()
+    for pid in request.get("keep", []):
+        while pid in parents and pid not in own:
+            own.add(pid)
+            pid = parents[pid]
+    found = [d for d in (described(pid) for pid in parents) if d is not None]
+    for d in found:
+        d["own"] = d["pid"] in own
+    return {"found": found}, []
 
 
 def stop(request, fds):
-    """Every process but this one: described (unless kept: those given and their ancestors), then killed, until
-    none is left."""
+    """Every process but this one killed, at least once and then until none is left: kill(-1) from pid 1 reaches
+    every process of the namespace at once, whatever state it is in."""
     import time
 
-    parents = {pid: parent for pid, parent, _, _ in processes()}
-    keep = set()
-    for pid in request.get("keep", []):
-        while pid in parents and pid not in keep:
-            keep.add(pid)
-            pid = parents[pid]
-    found = [d for d in (described(pid) for pid in parents if pid not in keep) if d is not None]
     deadline = time.monotonic() + STOP_WITHIN
-    while processes() and time.monotonic() < deadline:
+    while True:
         quietly(os.kill, -1, _signal.SIGKILL)  # from pid 1: every process of the namespace but itself
         time.sleep(0.005)
         reap()
-    return {"found": found, "left": len(processes())}, []
+        if not processes() or time.monotonic() >= deadline:
+            break
+    return {"left": len(processes())}, []
 
 
 def open_file(request, fds):
@@ -230,7 +245,15 @@ def kind(request, fds):
     return {"kind": "dir" if mode == _S_IFDIR else "file" if mode == _S_IFREG else "other"}, []
 
 
-HANDLERS = {"spawn": spawn, "kill": kill, "stop": stop, "open": open_file, "mkdir": make_dir, "kind": kind}
+HANDLERS = {
+    "spawn": spawn,
+    "kill": kill,
+    "list": listed,
+    "stop": stop,
+    "open": open_file,
+    "mkdir": make_dir,
+    "kind": kind,
+}
 
 
 def handle(request, fds):

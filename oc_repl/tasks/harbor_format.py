@@ -17,10 +17,10 @@ from typing import Any
 
 from oc_repl import tomlfile
 from oc_repl.errors import UsageError
-from oc_repl.events import VerifyCompleted
+from oc_repl.tasks import pytest_record
 from oc_repl.tasks.model import Network, TaskDir, seconds
-from oc_repl.tasks.verify import TAIL_BYTES, Verifier, parse_pytest_summary
-from oc_repl.types import Sandbox
+from oc_repl.tasks.verify import Judged, Verifier, counts
+from oc_repl.types import Sandbox, VerifierJob, VerifierRun
 
 TESTS_DEST = "/tests"
 VERIFIER_DIR = "/logs/verifier"
@@ -136,8 +136,9 @@ def parse_reward(text: str, json_file: bool) -> float | None:
 
 @dataclass
 class HarborVerifier(Verifier):
-    """Copies tests/ to /tests after the agent, runs test.sh in the image's WORKDIR, reads the reward; resolved = a
-    reward of 1."""
+    """tests/ in a fresh /tests, and a fresh /logs/verifier, both the verifier's own, after the agent; test.sh run by
+    its own shebang in the image's WORKDIR as the verifier's user, beside what the agent left running, as Harbor runs
+    it; the reward it wrote is the verdict: resolved = a reward of 1."""
 
     task: TaskDir
 
@@ -147,40 +148,38 @@ class HarborVerifier(Verifier):
     def describe(self) -> str:
         return f"{TESTS_DEST}/test.sh ({self.task.name})"
 
-    def run(self, sandbox: Sandbox) -> VerifyCompleted:
-        # A reward the agent left behind must not count: the directory starts empty.
-        setup = f"rm -rf {TESTS_DEST} {VERIFIER_DIR} && mkdir -p {TESTS_DEST} {VERIFIER_DIR} /logs/agent"
-        sandbox.exec(setup, timeout=30, user="root")
-        for item in sorted((self.task.path / "tests").iterdir()):
-            sandbox.put(item, f"{TESTS_DEST}/{item.name}")
-        # run as Harbor runs it: executable, by its own shebang, as the verifier's user (root unless the task says)
-        script = shlex.quote(f"{TESTS_DEST}/test.sh")
-        ready = f"chmod -R a+rX {TESTS_DEST} && chmod +x {script} && chmod 0777 {VERIFIER_DIR}"
-        sandbox.exec(ready, timeout=30, user="root")
-        timeout = self.task.test_timeout_sec
-        cwd, user = self.working_directory(sandbox), self.task.verifier_user
-        result = sandbox.exec(script, timeout=timeout, cwd=cwd, user=user)
-        text = result.output.decode("utf-8", "replace")
-        reward = None if result.timed_out else self._reward(sandbox)
-        summary = parse_pytest_summary(text)
-        tail = text[-TAIL_BYTES:]
-        if reward is None and not result.timed_out:
-            tail += f"\n[oc-repl] test.sh wrote no readable reward to {VERIFIER_DIR}/reward.txt or reward.json"
-        return VerifyCompleted(
-            command=self.describe(),
-            passed=reward is not None and reward >= 1,
-            exit_code=result.exit_code,
-            tests_passed=summary.passed if summary else None,
-            tests_total=summary.total if summary else None,
-            failed_tests=summary.failed if summary else [],
-            output_tail=tail,
-            timed_out=result.timed_out,
-            reward=reward,
+    def job(self, sandbox: Sandbox, tools: str) -> VerifierJob:
+        # readable by the verifier's user whoever it is, test.sh executable (Harbor: chmod +x, as root)
+        files = [(p, data, mode | 0o444 | (0o111 if mode & 0o111 else 0)) for p, data, mode in self._tests()]
+        files = [(p, data, mode | (0o111 if p == f"{TESTS_DEST}/test.sh" else 0)) for p, data, mode in files]
+        return VerifierJob(
+            command=shlex.quote(f"{TESTS_DEST}/test.sh"),
+            cwd=self.working_directory(sandbox),
+            timeout=self.task.test_timeout_sec,
+            user=self.task.verifier_user,
+            private=[TESTS_DEST, VERIFIER_DIR],
+            files=files,
+            collect=[f"{VERIFIER_DIR}/reward.json", f"{VERIFIER_DIR}/reward.txt"],
         )
 
-    def _reward(self, sandbox: Sandbox) -> float | None:
-        for name, is_json in (("reward.txt", False), ("reward.json", True)):
-            probe = sandbox.exec(f"cat {VERIFIER_DIR}/{name}", timeout=30, user="root")
-            if probe.exit_code == 0 and probe.output.strip():
-                return parse_reward(probe.output.decode("utf-8", "replace"), is_json)
+    def _tests(self) -> list[tuple[str, bytes, int]]:
+        from oc_repl.tasks.terminal_bench import task_files
+
+        return task_files(self.task.path / "tests", TESTS_DEST)
+
+    def judge(self, run: VerifierRun, sessions: list[pytest_record.Session]) -> Judged:
+        found = counts(run, sessions)
+        reward = None if run.timed_out else self._reward(run)
+        found.passed, found.reward = reward is not None and reward >= 1, reward
+        if reward is None and not run.timed_out:
+            found.note = f"[oc-repl] test.sh wrote no readable reward to {VERIFIER_DIR}/reward.txt or reward.json"
+        return found
+
+    @staticmethod
+    def _reward(run: VerifierRun) -> float | None:
+        """reward.json wins where both exist, as in Harbor."""
+        for name, is_json in (("reward.json", True), ("reward.txt", False)):
+            data = run.collected.get(f"{VERIFIER_DIR}/{name}")
+            if data is not None and data.strip():
+                return parse_reward(data.decode("utf-8", "replace"), is_json)
         return None

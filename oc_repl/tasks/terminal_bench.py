@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oc_repl.errors import UsageError
-from oc_repl.events import VerifyCompleted
+from oc_repl.tasks import pytest_record
 from oc_repl.tasks.image import build_image
 from oc_repl.tasks.model import Network, TaskDir, seconds
-from oc_repl.tasks.verify import TAIL_BYTES, Verifier, parse_pytest_summary
-from oc_repl.types import Sandbox
+from oc_repl.tasks.verify import NO_RECORD, Judged, Verifier, counts
+from oc_repl.types import Sandbox, VerifierJob, VerifierRun
 
 __all__ = ["TESTS_DEST", "TaskDir", "TaskVerifier", "build_image", "load_task_dir"]
 
@@ -73,10 +73,25 @@ def load_task_dir(path: Path) -> TaskDir:
     )
 
 
+def task_files(source: Path, dest: str) -> list[tuple[str, bytes, int]]:
+    """Every file under `source` (a file or a directory), as (path under `dest`, content, mode): how docker's copy
+    of a directory puts it, modes kept."""
+    if source.is_file():
+        return [(dest, source.read_bytes(), source.stat().st_mode & 0o7777)]
+    found = []
+    for path in sorted(source.rglob("*")):
+        if path.is_file():
+            found.append(
+                (f"{dest}/{path.relative_to(source).as_posix()}", path.read_bytes(), path.stat().st_mode & 0o7777)
+            )
+    return found
+
+
 @dataclass
 class TaskVerifier(Verifier):
-    """Copies run-tests.sh and tests/ to a fresh /tests after the agent and runs them, in the image's WORKDIR;
-    resolved = every test passed."""
+    """run-tests.sh and tests/ in a fresh /tests of the verifier's own after the agent, run in the image's WORKDIR as
+    root beside what the agent left running, as terminal-bench runs them; resolved = every test passed, as pytest's
+    record of the session says."""
 
     task: TaskDir
     timeout: float | None = None
@@ -87,25 +102,30 @@ class TaskVerifier(Verifier):
     def describe(self) -> str:
         return f"bash {TESTS_DEST}/run-tests.sh ({self.task.name})"
 
-    def run(self, sandbox: Sandbox) -> VerifyCompleted:
-        # Whatever the agent left in /tests (a conftest.py of its own) goes: the tests run as the task ships them.
-        sandbox.exec(f"rm -rf {TESTS_DEST} && mkdir -p {TESTS_DEST}", timeout=30, user="root")
-        sandbox.put(self.task.path / "run-tests.sh", f"{TESTS_DEST}/run-tests.sh")
+    def job(self, sandbox: Sandbox, tools: str) -> VerifierJob:
+        files = task_files(self.task.path / "run-tests.sh", f"{TESTS_DEST}/run-tests.sh")
         for item in sorted((self.task.path / "tests").iterdir()):  # flattened into /tests, as upstream does
-            sandbox.put(item, f"{TESTS_DEST}/{item.name}")
-        command = f"TEST_DIR={TESTS_DEST} bash {shlex.quote(TESTS_DEST + '/run-tests.sh')}"
-        timeout = self.timeout or self.task.test_timeout_sec
-        result = sandbox.exec(command, timeout=timeout, cwd=self.working_directory(sandbox), user="root")
-        text = result.output.decode("utf-8", "replace")
-        summary = parse_pytest_summary(text)
-        resolved = bool(summary and summary.total and summary.passed == summary.total and not result.timed_out)
-        return VerifyCompleted(
-            command=self.describe(),
-            passed=resolved,
-            exit_code=result.exit_code,
-            tests_passed=summary.passed if summary else 0,
-            tests_total=summary.total if summary else 0,
-            failed_tests=summary.failed if summary else [],
-            output_tail=text[-TAIL_BYTES:],
-            timed_out=result.timed_out,
+            files += task_files(item, f"{TESTS_DEST}/{item.name}")
+        return VerifierJob(
+            command=f"bash {shlex.quote(TESTS_DEST + '/run-tests.sh')}",
+            cwd=self.working_directory(sandbox),
+            timeout=self.timeout or self.task.test_timeout_sec,
+            user="root",
+            env={"TEST_DIR": TESTS_DEST},
+            private=[TESTS_DEST],
+            files=files,
         )
+
+    def judge(self, run: VerifierRun, sessions: list[pytest_record.Session]) -> Judged:
+        found = counts(run, sessions)
+        verdict = pytest_record.verdict(sessions)
+        if verdict is not None:
+            found.passed = verdict.passed
+            if not verdict.finished:
+                found.note = "[oc-repl] a pytest session started and never finished: no verdict of its tests counts"
+        else:
+            found.passed = bool(found.tests_total) and found.tests_passed == found.tests_total
+            found.note = NO_RECORD if found.tests_total is not None else ""
+        if found.tests_total is None:
+            found.tests_passed = found.tests_total = 0
+        return found

@@ -19,7 +19,8 @@ import pytest
 
 from oc_repl.errors import SandboxLost
 from oc_repl.sandbox.docker import DockerImageSandbox, DockerSandbox
-from oc_repl.sandbox.docker_lifetime import DEFAULT_LIFETIME, EXPIRES, LABEL, LEASE, LEASED, sweep
+from oc_repl.sandbox.docker_container import INIT, NOBODY, USER_LABEL
+from oc_repl.sandbox.docker_lifetime import DEFAULT_LIFETIME, EXPIRES, KEPT, LABEL, LEASE, LEASED, sweep
 from tests.conftest import ROOT
 from tests.docker_support import DOCKER, IMAGE, TEST_LABEL
 
@@ -48,15 +49,17 @@ def test_created_containers_carry_a_label_and_a_finite_lifetime(docker_client: A
     boxes += [DockerImageSandbox.from_spec(IMAGE, lifetime=90), DockerImageSandbox.from_spec(IMAGE)]
     for box, seconds in zip(boxes, [90, DEFAULT_LIFETIME], strict=True):
         attrs = docker_client.api.inspect_container(box.id)
-        assert attrs["Config"]["Cmd"][:2] == ["sh", "-c"] and attrs["Config"]["Cmd"][-2:] == [str(seconds), str(LEASE)]
+        # the first process is the image's bash, protected (docker_container.py), with the lifetime and the lease
+        assert attrs["Config"]["Entrypoint"] == [INIT] and attrs["Config"]["User"] == NOBODY
+        assert attrs["Config"]["Cmd"][0] == "-c" and attrs["Config"]["Cmd"][-2:] == [str(seconds), str(LEASE)]
         labels = attrs["Config"]["Labels"]
         assert labels[LABEL] == "1" and int(started) + seconds <= int(labels[EXPIRES]) <= time.time() + seconds
         assert labels[LEASED] == str(LEASE)
     kept = DockerImageSandbox.from_spec(IMAGE, keep=True, lifetime=90)
     boxes.append(kept)
     attrs = docker_client.api.inspect_container(kept.id)
-    assert attrs["Config"]["Cmd"] == ["sleep", "infinity"]  # kept on purpose: no end, no expiry
-    assert attrs["Config"]["Labels"] == {LABEL: "1"}
+    assert attrs["Config"]["Cmd"][-2:] == [str(KEPT), str(KEPT)]  # kept on purpose: no end, no expiry
+    assert attrs["Config"]["Labels"] == {LABEL: "1", USER_LABEL: ""}
 
 
 def running(client: Any, container_id: str) -> bool:
@@ -153,7 +156,7 @@ def test_the_lease_leaves_nothing_that_looks_like_the_agents(boxes: list):
     box = DockerImageSandbox.from_spec(IMAGE, lease=2)
     boxes.append(box)
     time.sleep(3)  # renewals and rounds of the container's own loop
-    assert box.running_processes() == []
+    assert [left for left in box.agent_processes() if not left.own] == []
     assert box.exec("echo still here", timeout=30).output.strip() == b"still here"
 
 

@@ -285,7 +285,7 @@ def test_limits_hold_processes_and_memory(tmp_path: Path):
         box.close()
 
 
-def test_a_busy_sandbox_is_stopped_and_reported_process_by_process(box: LocalSandbox):
+def test_what_a_busy_sandbox_left_is_listed_process_by_process_and_then_ended(box: LocalSandbox):
     nap = unique_sleep()
     run(box, f"cd /tmp; setsid sleep {nap} >/dev/null 2>&1 &")
     run(box, f"exec 3>/tmp/held; sleep {nap} >/dev/null 2>&1 &")
@@ -298,11 +298,13 @@ def test_a_busy_sandbox_is_stopped_and_reported_process_by_process(box: LocalSan
     deadline = time.monotonic() + 20
     while sleeping() < 2 and time.monotonic() < deadline:
         time.sleep(0.02)
-    found = box.stop_processes()
+    found = box.agent_processes()
     assert sorted((f.command, f.cwd, f.files) for f in found) == [
         (f"sleep {nap}", "/tmp", []),
         (f"sleep {nap}", str(box.root), ["/tmp/held"]),
     ]
+    assert not gone(nap, within=0.5)  # listed, left running
+    assert box.end_agent_processes() == 0
     assert gone(nap, within=10)
     assert run(box, "echo the sandbox goes on") == (0, "the sandbox goes on\n")
 

@@ -1,10 +1,10 @@
-"""The tamper probe's rules on their own: what an honest installer writes is told from a forgery."""
+"""The evidence's rules on their own: what an honest installer writes is told from a forgery."""
 
 from __future__ import annotations
 
 import pytest
 
-from oc_repl.tasks.tamper import console_script as is_console_script
+from oc_repl.tasks.installers import console_script as is_console_script
 
 
 @pytest.mark.parametrize("inside_if", [False, True], ids=["import-on-top", "import-inside-if"])

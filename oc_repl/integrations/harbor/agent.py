@@ -12,10 +12,11 @@ the task container's commands.
 Harbor, not oc-repl, judges the trial: oc-repl's verifier never runs. The agent returns normally whenever the task may
 be done (the model finished, the turn cap, a loop, too many unreadable replies, a context overflow), so Harbor's
 verifier runs; it raises only when something outside the model failed (the model server after oc-repl's retries, the
-environment, the settings), which Harbor records as the trial's exception. Before it returns, it stops every process
-in the environment but pid 1 (Harbor's verifier then runs on a quiet machine: a reward writer left in the background
-is gone), and the tamper probe's findings (baseline at the start, look at the end) go to `context.metadata`, with
-`tampered` true when one of them can sway tests (the status is then `tampered`).
+environment, the settings), which Harbor records as the trial's exception. It leaves everything the agent started
+running, as Harbor's own agents do (a server the task asked for is part of the solution Harbor's verifier checks); what
+it left running and what it changed (the evidence, tasks/evidence.py: its base taken at the start, its look at the end)
+go to `context.metadata` as findings, with `tampered` true when one of them can sway tests (the status is then
+`tampered`).
 
 When Harbor stops the agent (its timeout, or a cancelled job), the worker cannot be interrupted by a signal (only the
 main thread gets those), so it is stopped cooperatively: the environment call it is waiting on is cancelled, and the
@@ -224,8 +225,8 @@ def _work(
     try:
         writer = TranscriptWriter(path, secrets=(settings.api_key,))
         try:
-            # Harbor's environment is the sandbox and Harbor's verifier judges it next: the run leaves it quiet, with
-            # the evidence of what the agent tried
+            # Harbor's environment is the sandbox and Harbor's verifier judges it next, beside what the agent left: the
+            # run leaves that running, with the evidence of what the agent tried
             emit = Fanout(writer, record, checkpoint)
             outcome = run_attempts(settings, instruction, emit, sandbox=sandbox, transcript=str(path))
             record.findings = outcome.findings

@@ -16,6 +16,7 @@ import contextlib
 import math
 import os
 import posixpath
+import re
 import shlex
 import tempfile
 import threading
@@ -32,8 +33,8 @@ from oc_repl.sandbox.capture import gap_marker
 from oc_repl.sandbox.docker import DEFAULT_WORKDIR
 from oc_repl.sandbox.docker_exec import kill_recorded
 from oc_repl.sandbox.meter import CallMeter
-from oc_repl.tasks import tamper
-from oc_repl.types import ExecResult, Leftover, OpeningAnswer, Sandbox
+from oc_repl.tasks import discovery
+from oc_repl.types import ExecResult, Leftover, Look, OpeningAnswer, Sandbox
 
 # Seconds one look may wait in the environment for a command's end: a call is costly, so a wait is one call (an exec
 # of 20 s, camel's default, or a terminal's wait of up to a minute); a command that runs longer is looked at again.
@@ -65,7 +66,8 @@ class HarborSandbox(Sandbox):
     ) -> None:
         self.env, self.bridge = environment, bridge
         self.meter = meter or CallMeter()  # every environment call: the setup's in `open` is the first
-        self.early: OpeningAnswer | None = None  # the tamper probe's baseline, when `open` took it
+        self.early: OpeningAnswer | None = None  # the discovery's answer (tasks/discovery.py), when `open` took it
+        self.opened_at = 0  # the environment's clock when the sandbox opened (seconds), for the evidence's search
         self.baseline = baseline or []  # "pid:starttime" of the processes that ran when the sandbox opened
         self.directory = directory
         self.workdir = workdir
@@ -83,14 +85,15 @@ class HarborSandbox(Sandbox):
         marker, directory, workdir = sh.token(), f"{sh.ROOT}/{sh.token()}", workdir or DEFAULT_WORKDIR
         # what runs now, and, where the call runs as root, the tamper probe's baseline (in the image's working
         # directory, where the verifier runs), timed inside: the call the probe would make saved
-        probed, timed = tamper.baseline_script(marker + "t", None), f"@@OCR:{marker}d:$s:$EPOCHREALTIME@@"
+        probed, timed = discovery.script(marker + "t", None), f"@@OCR:{marker}d:$s:$EPOCHREALTIME@@"
         script = (
-            f"{sh.setup(directory, workdir, marker)}\n{leftovers.baseline_script(marker + 'b')}\n"
+            f'{sh.setup(directory, workdir, marker)}\necho "@@OCR:{marker}n:$(date +%s)@@"\n'
+            f"{leftovers.baseline_script(marker + 'b')}\n"
             f'if [ "$(id -u)" = 0 ]; then s=$EPOCHREALTIME; (\n{probed}\n); echo "{timed}"; fi'
         )
         meter = CallMeter()
         with meter.timed():
-            answer = _text(await environment.exec(script, timeout_sec=EXEC_MARGIN + tamper.TIMEOUT))
+            answer = _text(await environment.exec(script, timeout_sec=EXEC_MARGIN + discovery.TIMEOUT))
         # what a trivial call costs, all the environment's own costs: the call, less the probe's time inside
         meter.known_latency(max(0.0, meter.seconds - sh.elapsed(answer, marker + "d")))
         fields = sh.status(answer, marker)
@@ -125,6 +128,8 @@ class HarborSandbox(Sandbox):
         )
         if f"@@OCR:{marker}t:" in answer:
             opened.early = OpeningAnswer(opened.image_workdir, marker + "t", answer)
+        clock = re.search(rf"@@OCR:{marker}n:(\d+)@@", answer)
+        opened.opened_at = int(clock.group(1)) if clock else 0
         return opened
 
     def isolation(self) -> Isolation:
@@ -133,8 +138,15 @@ class HarborSandbox(Sandbox):
         mode = str(getattr(getattr(policy, "network_mode", None), "value", ""))
         return Isolation(confinement="harbor", network="none" if mode == "no-network" else mode, limits="harbor")
 
+    def look(self) -> Look | None:
+        """Harbor's docker environment's container through its daemon, where this process reaches it; else a search
+        of the environment with its own tools (integrations/harbor/look.py)."""
+        from oc_repl.integrations.harbor.look import EnvironmentLook, container_look
+
+        return container_look(self.env) or EnvironmentLook(self, self.opened_at)
+
     def opening_answer(self, name: str) -> OpeningAnswer | None:
-        found, self.early = (self.early, None) if name == tamper.BASELINE else (None, self.early)
+        found, self.early = (self.early, None) if name == discovery.BASELINE else (None, self.early)
         return found  # once: a later baseline (another attempt) is taken anew
 
     def call_latency(self) -> float:
@@ -273,18 +285,21 @@ class HarborSandbox(Sandbox):
         except Exception as exc:
             raise SandboxError(f"cannot copy {src} into the environment: {exc}") from exc
 
-    def stop_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
-        """Stop, in one exec, every process in the environment but what ran when the sandbox opened (pid 1 and the
-        environment's own machinery) and what runs this exec."""
+    def agent_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
+        """What runs in the environment but what ran when the sandbox opened (pid 1 and the environment's own
+        machinery) and this sandbox's own runners, listed in one exec and left running (Harbor's verifier runs beside
+        them, as it does for its own agents)."""
         marker = leftovers.token()
-        found = leftovers.parse(self.run_script(self.stop_script(marker, keep), user="root"), marker)
+        script = leftovers.script(marker, stop=False, keep=keep, baseline=self.baseline)
+        found = leftovers.parse(self.run_script(script, user="root"), marker)
         return [left for left in found if not sh.runs_a_command(left.command, self.directory)]
 
-    def stop_script(self, marker: str, keep: frozenset[int] = frozenset()) -> str:
-        return leftovers.script(marker, stop=True, keep=keep, baseline=self.baseline)
+    def stop_script(self, marker: str) -> str:
+        return leftovers.script(marker, stop=True, baseline=self.baseline)
 
     def close(self) -> None:
-        """Kill whatever every command of this sandbox left running, then remove its directory."""
+        """Kill whatever every command of this sandbox left running, then remove its directory: for a run whose
+        sandbox is not handed to Harbor's verifier (a run of its own, a test); the agent leaves it running for that."""
         with contextlib.suppress(SandboxError):
             self.run_script(self.close_script())
 
@@ -292,8 +307,8 @@ class HarborSandbox(Sandbox):
         return sh.close(self.directory, kill_recorded('"$p"'))
 
     async def aclose(self) -> None:
-        """`close` from the loop itself, for when the worker could not be waited for; every process it started is
-        stopped too, so the verifier still runs on a quiet environment."""
+        """`close` from the loop itself, for when the worker could not be waited for, which never returned: every
+        process it started is stopped too (a stuck run's processes are no solution Harbor's verifier should see)."""
         with contextlib.suppress(Exception):
             script = f"{self.stop_script(leftovers.token())}\n{self.close_script()}"
             await self.env.exec(script, user="root", timeout_sec=EXEC_MARGIN)

@@ -1,0 +1,131 @@
+"""A container seen from outside the agent's reach, and its verifier run sealed: the daemon's change set (`docker diff`,
+which nothing inside the container can hide an entry from), what a path holds (read by oc-repl's host helper inside
+the container's own mount namespace, or from the daemon's archive of it), and the job handed to the host helper.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import posixpath
+import tarfile
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from oc_repl.errors import SandboxError
+from oc_repl.types import Change, FileFacts, Look, VerifierJob, VerifierRun
+
+if TYPE_CHECKING:
+    from oc_repl.sandbox.docker import DockerSandbox
+    from oc_repl.sandbox.docker_host import HostAccess
+
+_KINDS = {0: "changed", 1: "created", 2: "removed"}
+HEAD = 2048
+READ_LIMIT = 4 << 20
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # what docker gives an env without
+
+
+class DockerLook(Look):
+    """A container through its daemon (`call` makes an Engine API call, errors made the driver's), and oc-repl's host
+    helper for it where one can run (`host`)."""
+
+    def __init__(self, call: Callable[..., Any], api: Any, container_id: str, host: HostAccess | None) -> None:
+        self.call, self.api, self.id, self.host = call, api, container_id, host
+        self.how = "the docker daemon's change set" + (
+            ", read by oc-repl's host helper" if host is not None else ", read from the daemon's archives"
+        )
+
+    def changes(self) -> list[Change]:
+        listed = self.call(self.api.diff, self.id) or []
+        return [Change(path=d["Path"], what=_KINDS.get(d.get("Kind"), "changed")) for d in listed]  # type: ignore[arg-type]
+
+    def files(self, paths: list[str], digest: bool = True) -> dict[str, FileFacts]:
+        if not paths:
+            return {}
+        if self.host is not None:
+            return self.host.files(paths, digest)
+        return {path: self._archived(path, digest) for path in paths}
+
+    def read(self, paths: list[str]) -> dict[str, bytes | None]:
+        if not paths:
+            return {}
+        if self.host is not None:
+            return self.host.read(paths)
+        found: dict[str, bytes | None] = {}
+        for path in paths:
+            member, data = self._archive(path)
+            found[path] = data if member is not None and member.isfile() else None
+        return found
+
+    def listing(self, directories: list[str]) -> dict[str, list[str] | None]:
+        raise SandboxError("listing is not offered by docker's look")
+
+    def _archive(self, path: str) -> tuple[tarfile.TarInfo | None, bytes]:
+        import docker
+
+        try:
+            stream, _stat = self.api.get_archive(self.id, path)
+        except docker.errors.APIError:
+            return None, b""
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            member = tar.next()
+            extracted = tar.extractfile(member) if member is not None and member.isfile() else None
+            return member, extracted.read(READ_LIMIT) if extracted is not None else b""
+
+    def _archived(self, path: str, digest: bool) -> FileFacts:
+        member, data = self._archive(path)
+        if member is None:
+            return FileFacts(error="not found")
+        kind = 0o120000 if member.issym() else 0o040000 if member.isdir() else 0o100000 if member.isfile() else 0
+        facts = FileFacts(mode=kind | member.mode, size=member.size, mtime=int(member.mtime * 10**9))
+        if member.issym():
+            facts.link = member.linkname
+            facts.target = posixpath.normpath(posixpath.join(posixpath.dirname(path), member.linkname))
+        elif member.isfile() and digest:
+            facts.sha256, facts.md5 = hashlib.sha256(data).hexdigest(), hashlib.md5(data).hexdigest()
+            facts.head = data[:HEAD]
+        return facts
+
+
+# --- the sealed verifier -----------------------------------------------------------------------------------------
+
+
+def run_sealed(box: DockerSandbox, job: VerifierJob) -> VerifierRun:
+    """The job run by the host helper in a mount namespace of its own (see oc_repl/hostns/seal.py)."""
+    assert box.host is not None
+    config = box.container.attrs.get("Config") or {}
+    env = dict(e.split("=", 1) for e in config.get("Env") or [] if "=" in e)
+    env.setdefault("PATH", DEFAULT_PATH)
+    env.setdefault("HOSTNAME", config.get("Hostname") or "")
+    for key, value in job.env.items():
+        env[key] = f"{value}:{env[key]}" if key == "PYTHONPATH" and env.get(key) else value
+    private = [[d, 0o777 if d.startswith("/logs") else 0o755] for d in job.private]
+    request = {
+        "private": private,
+        "files": [[path, base64.b64encode(data).decode(), mode] for path, data, mode in job.files],
+        "fifo": job.record,
+        "argv": ["bash", "-c", job.command],
+        "env": env,
+        "cwd": job.cwd or "/",
+        "user": job.user or box.user or "root",
+        "timeout": job.timeout,
+        "collect": job.collect,
+        "observe": True,
+        "exits": True,
+    }
+    answer, output, dropped = box.host.verify(request, box.output_limit)
+    status = answer.get("status")
+    code = None if status is None else (status >> 8 if status & 0x7F == 0 else 128 + (status & 0x7F))
+    return VerifierRun(
+        output=output,
+        exit_code=code,
+        timed_out=bool(answer.get("timed_out")),
+        dropped=dropped,
+        collected={p: (base64.b64decode(v) if v is not None else None) for p, v in answer["collected"].items()},
+        records=base64.b64decode(answer.get("records") or ""),
+        exits=answer.get("exits") or {},
+        sealed=bool(answer.get("sealed")),
+        opened=[tuple(o) for o in answer["opened"]] if answer.get("opened") is not None else None,  # type: ignore[misc]
+        written=[tuple(w) for w in answer["written"]] if answer.get("written") is not None else None,  # type: ignore[misc]
+    )
