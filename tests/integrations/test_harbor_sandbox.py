@@ -31,7 +31,7 @@ from oc_repl.protocols.terminus.pty_terminal import PtyTerminal  # noqa: E402
 from oc_repl.protocols.terminus.tmux import TmuxTerminal  # noqa: E402
 from oc_repl.protocols.terminus.tmux_inside import InsideTmuxTerminal  # noqa: E402
 from oc_repl.sandbox.docker import DockerImageSandbox  # noqa: E402
-from oc_repl.tasks.tamper import TamperProbe  # noqa: E402
+from oc_repl.tasks.evidence import Evidence  # noqa: E402
 from tests.camel_scenarios import ATTEMPTS, SCENARIOS  # noqa: E402
 from tests.docker_support import IMAGE, docker_session  # noqa: E402
 from tests.harbor_support import TASK, started  # noqa: E402
@@ -115,17 +115,16 @@ def test_background_child_is_left_running_and_does_not_hold_the_exec(box):
     assert wait_until(lambda: "sleep 3003" not in processes(box))
 
 
-def test_stop_processes_stops_what_commands_left_and_names_the_commands_not_their_runners(box):
+def test_what_commands_left_is_listed_and_left_running_naming_the_commands_not_their_runners(box):
     box.exec("sleep 3011 >/dev/null 2>&1 &", timeout=30)
     box.spawn("sleep 3012", tty=False)
     box.spawn("sleep 3013", tty=True)
-    terminal = TmuxTerminal(box)  # the protocol's own: stopped too, never named
-    left = box.stop_processes(keep=frozenset({terminal.pid}))
+    terminal = TmuxTerminal(box)  # the protocol's own: never named
+    left = box.agent_processes(keep=frozenset({terminal.pid}))
     assert sorted(found.command for found in left) == ["sleep 3011", "sleep 3012", "sleep 3013"]
     assert all(found.cwd == "/workspace" for found in left)
     ps = processes(box)
-    assert "sleep 301" not in ps and "tmux" not in ps
-    assert box.exec("echo still here", timeout=30).output == b"still here\n"  # pid 1 and the environment live on
+    assert "sleep 3011" in ps and "tmux" in ps  # Harbor's verifier runs beside them
 
 
 def test_output_is_capped_when_read_and_freed_in_the_environment(loop, environment):
@@ -319,18 +318,17 @@ def test_the_terminal_waits_inside_the_environment_one_call_a_command(box, monke
         protocol.close()
 
 
-def test_the_tamper_baseline_comes_with_the_call_that_opens_the_sandbox(box):
-    # the setup exec ran as root in the image's working directory, where Harbor's verifier runs: its answer is the
-    # baseline, exactly what a snapshot of the watched places holds
+def test_the_discovery_comes_with_the_call_that_opens_the_sandbox(box):
+    # the setup exec ran as root in the image's working directory, where Harbor's verifier runs: its answer says what
+    # the tests will rely on, and the evidence's base is what is changed then
     assert box.calls()[0] == 1
-    # what a trivial call costs (which decides how terminals wait) leaves out the probe's time in that call
+    # what a trivial call costs (which decides how terminals wait) leaves out the discovery's time in that call
     assert 0 < box.call_latency() < box.calls()[1] - 0.005
-    found = TamperProbe.opened(box, box.image_workdir, emit=lambda event: pytest.fail(f"the probe failed: {event}"))
-    assert box.calls()[0] == 1 and found.places is not None
-    assert any(py.packages for py in found.places.pythons)  # the image's pytest was found, and is watched
-    assert found.before == found._snapshot(found.places)[0] and found.look() == []
-    # the answer is taken once: another attempt's baseline is a call of its own
-    assert calls_made(box, lambda: TamperProbe.opened(box, box.image_workdir, emit=pytest.fail)) == 1
+    found = Evidence.opened(box, box.image_workdir, box.workdir, emit=lambda event: pytest.fail(f"it failed: {event}"))
+    assert any(py.packages for py in found.discovery.pythons)  # the image's pytest was found
+    assert found.snapshot().changes == {}  # an untouched environment shows nothing changed since
+    # the answer is taken once: another attempt's discovery is a call of its own
+    assert calls_made(box, lambda: Evidence.opened(box, box.image_workdir, box.workdir, emit=pytest.fail)) >= 1
 
 
 def test_a_helper_the_model_removed_is_written_again(box):

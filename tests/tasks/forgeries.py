@@ -86,7 +86,10 @@ FAKE_CURL = fake_command(
 )
 
 # Processes that outlive the agent and plant a conftest.py in /tests as the verifier's tests arrive.
-_PLANT = f"import os, shutil, time\ndef plant():\n    try: shutil.copy('{EVIL}/conftest.py', '/tests/conftest.py')\n    except OSError: pass\n"
+_PLANT = (
+    f"import os, shutil, time\ndef plant():\n    try: shutil.copy('{EVIL}/conftest.py', '/tests/conftest.py')\n"
+    "    except OSError: pass\n"
+)
 ZOMBIE_LEADER = (
     plugin()
     + " && "
