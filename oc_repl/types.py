@@ -250,13 +250,9 @@ class Sandbox(Protocol):
         driver whose close() ends them all anyway needs nothing more."""
         return 0
 
-    def run_verifier(self, job: VerifierJob) -> VerifierRun:
-        """Run a verifier's job, sealed from what the agent left running where the driver can (`sealed` says). This
-        default is the unsealed one: the files are written where the job names them and the command runs through
-        `exec`, beside everything the agent left."""
-        from oc_repl.sandbox.unsealed import run_unsealed
-
-        return run_unsealed(self, job)
+    # Run a verifier's job beside what the agent left, sealed from it where the driver can (`VerifierRun.sealed`
+    # says); oc_repl/sandbox/unsealed.py runs it where a driver cannot seal it.
+    def run_verifier(self, job: VerifierJob) -> VerifierRun: ...
 
     def look(self) -> Look | None:
         """The sandbox seen from outside the agent's reach (the complete change set since it opened); None where the

@@ -36,7 +36,8 @@ from oc_repl.sandbox.limits import DEFAULT as DEFAULT_LIMITS
 from oc_repl.sandbox.limits import Limits
 from oc_repl.sandbox.local_process import EXIT_GRACE, CapturedProcess, LocalProcess, bash_argv, scan_proc
 from oc_repl.sandbox.meter import CallMeter, Metered, metered
-from oc_repl.types import ExecResult, Leftover, Sandbox
+from oc_repl.sandbox.unsealed import run_unsealed
+from oc_repl.types import ExecResult, Leftover, Sandbox, VerifierJob, VerifierRun
 
 if TYPE_CHECKING:
     from oc_repl.config import RunSettings
@@ -306,6 +307,9 @@ class LocalSandbox(Metered, Sandbox):
             )
             for d in answer.get("found", [])
         ]
+
+    def run_verifier(self, job: VerifierJob) -> VerifierRun:
+        return run_unsealed(self, job)
 
     @metered
     def end_agent_processes(self) -> int:
