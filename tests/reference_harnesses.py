@@ -22,6 +22,7 @@ import fcntl
 import json
 import os
 import pwd
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -46,13 +47,14 @@ def task_names(tasks: Path) -> list[str]:
 
 
 def python312() -> str | None:
-    """An interpreter that runs and is Python >= 3.12: this one, python3.12, or pyenv's (in the real home: the suite
-    points HOME at a fresh directory)."""
+    """An interpreter that runs and is Python >= 3.12: this one, one of OC_REPL_TEST_PYTHONS, python3.12, or pyenv's
+    (in the real home: the suite points HOME at a fresh directory)."""
     if sys.version_info >= (3, 12):
         return sys.executable
+    listed = [p for p in os.environ.get("OC_REPL_TEST_PYTHONS", "").split(os.pathsep) if p]
     home = Path(pwd.getpwuid(os.getuid()).pw_dir)
-    candidates = ["python3.12", *map(str, sorted(home.glob(".pyenv/versions/3.12*/bin/python")))]
-    for candidate in candidates:  # pyenv's shims exist for versions they will not start: each is tried
+    pyenv = [str(p) for p in sorted(home.glob(".pyenv/versions/3.12*/bin/python"))]
+    for candidate in [*listed, "python3.12", *pyenv]:  # pyenv's shims exist for versions they will not start
         with suppress(OSError, subprocess.SubprocessError):
             check = [candidate, "-c", "import sys; assert sys.version_info >= (3, 12)"]
             if subprocess.run(check, capture_output=True, timeout=60).returncode == 0:
@@ -60,8 +62,16 @@ def python312() -> str | None:
     return None
 
 
+def need_compose_v1() -> None:
+    """Both harnesses' `docker compose` runs on Debian's docker-compose 1.x here (skips, or fails under CI=true,
+    without it)."""
+    if shutil.which("docker-compose") is None or shutil.which("docker") is None:
+        unavailable("the reference harnesses run compose on docker-compose 1.x and the docker CLI: not installed")
+
+
 def terminal_bench() -> Path:
     """The `tb` of terminal-bench 0.2.18 in its cached virtualenv (skips, or fails under CI=true, without it)."""
+    need_compose_v1()
     python = python312()
     if python is None:
         unavailable("terminal-bench 0.2.18 needs Python >= 3.12: python3.12 is not installed (nor pyenv's 3.12)")
@@ -116,20 +126,16 @@ def directory(out: Path | None, prefix: str) -> Iterator[Path]:
         yield Path(scratch)
 
 
-def terminal_bench_results(
-    tasks: Path, agent: str, concurrency: int = 4, out: Path | None = None, timeout: float = 1500
-) -> dict[str, dict[str, Any]]:
-    """Each task's entry of results.json (`is_resolved`, `failure_mode`, `parser_results`, ...) after
-    `tb run --dataset-path TASKS --agent AGENT` (oracle or nop); the run's files stay in `out` when it is given."""
-    tb = terminal_bench()
-    names = task_names(tasks)
+def tb_run(tb: Path, tasks: Path, agent: str, names: list[str], concurrency: int, runs: Path, timeout: float) -> Path:
+    """One `tb run` of the tasks `names` of `tasks`; its run directory (results.json, each trial's panes and logs)."""
     run_id = f"oc-{agent}-{uuid.uuid4().hex[:8]}"  # containers are TASK-1-of-1-RUN_ID: a run's own are found by it
-    with directory(out, "oc-repl-tb-") as runs, tempfile.TemporaryDirectory(prefix="oc-repl-tb-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="oc-repl-tb-") as scratch:
         config = Path(scratch) / "docker-config"
         (config / "cli-plugins").mkdir(parents=True)
         (config / "cli-plugins" / "docker-compose").symlink_to(TB_COMPOSE_PLUGIN)
         command = [str(tb), "run", "--dataset-path", str(tasks), "--agent", agent, "--output-path", str(runs)]
         command += ["--run-id", run_id, "--no-cleanup", "--n-concurrent", str(concurrency)]
+        command += [arg for name in names for arg in ("--task-id", name)]
         with one_tb_run_at_a_time():
             try:
                 done = subprocess.run(
@@ -143,9 +149,39 @@ def terminal_bench_results(
                 )
             finally:
                 remove_tb_leftovers(run_id, names)
-        results = runs / run_id / "results.json"
-        assert done.returncode == 0 and results.is_file(), f"tb run failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
-        return {entry["task_id"]: entry for entry in json.loads(results.read_text())["results"]}
+    results = runs / run_id / "results.json"
+    assert done.returncode == 0 and results.is_file(), f"tb run failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+    return runs / run_id
+
+
+def capture_lost(run: Path, trial: dict[str, Any]) -> bool:
+    """The tests printed pytest's summary, but tb read an empty pane: the docker SDK's exec_run sometimes returns no
+    output on a loaded daemon (docker-py #2042), and tb then files a parse_error. The tests' tmux session is also
+    piped to /logs/tests.log (the task's compose file mounts /logs), which shows what they printed."""
+    if trial.get("failure_mode") != "parse_error":
+        return False
+    log = run / trial["task_id"] / trial["trial_name"] / "sessions" / "tests.log"
+    return log.is_file() and "short test summary info" in log.read_text(errors="replace")
+
+
+def terminal_bench_results(
+    tasks: Path, agent: str, concurrency: int = 4, out: Path | None = None, timeout: float = 1500, attempts: int = 3
+) -> dict[str, dict[str, Any]]:
+    """Each task's entry of results.json (`is_resolved`, `failure_mode`, `parser_results`, ...) after
+    `tb run --dataset-path TASKS --agent AGENT` (oracle or nop); the runs' files stay in `out` when it is given. A task
+    whose verdict tb lost reading the tests' output (see capture_lost) is run again, up to `attempts` runs in all."""
+    tb = terminal_bench()
+    found: dict[str, dict[str, Any]] = {}
+    pending = task_names(tasks)
+    with directory(out, "oc-repl-tb-") as runs:
+        for _ in range(attempts):
+            run = tb_run(tb, tasks, agent, pending, concurrency, runs, timeout)
+            trials = json.loads((run / "results.json").read_text())["results"]
+            found.update((trial["task_id"], trial) for trial in trials)
+            pending = [trial["task_id"] for trial in trials if capture_lost(run, trial)]
+            if not pending:
+                break
+    return found
 
 
 def terminal_bench_verdicts(
@@ -166,6 +202,7 @@ def harbor_trials(
         from tests.harbor_support import harbor_run, trial_results
     except ImportError as exc:
         unavailable(f"needs Harbor beside this interpreter: {exc}")
+    need_compose_v1()
     with directory(out, "oc-repl-harbor-") as jobs:
         args = ["-p", str(tasks), "-a", agent, "-n", str(concurrency)]
         done, job = harbor_run(jobs, f"{agent}-{uuid.uuid4().hex[:8]}", *args, timeout=timeout)
