@@ -14,6 +14,14 @@ from tests.fakeserver import FakeServer
 from tests.skips import pytest_terminal_summary  # noqa: F401 (a hook: pytest finds it here)
 
 ROOT = Path(__file__).resolve().parent.parent
+# The task fixtures' own tests (tests/fixtures/live_tasks/*/*/tests) run inside their tasks' containers, never here.
+collect_ignore_glob = ["fixtures/*"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "reference: runs tasks through the reference harnesses, terminal-bench 0.2.18 or Harbor 0.25 (slow)"
+    )
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -28,9 +28,11 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def cached_venv(name: str, wants: list[str], what: str) -> Path:
+def cached_venv(name: str, wants: list[str], what: str, interpreter: str | None = None) -> Path:
     """The python of a virtualenv `name` in the test cache with `wants` installed from the package index; made (under
-    a lock: test workers share it) when missing or of other pins. `what` names it when it cannot be had."""
+    a lock: test workers share it) by `interpreter` (this one by default) when missing or of other pins, or when
+    the interpreter it was made by is gone (its python is then a dangling link). `what` names it when it cannot be
+    had."""
     import fcntl
     import shutil
 
@@ -43,7 +45,8 @@ def cached_venv(name: str, wants: list[str], what: str) -> Path:
             return python
         shutil.rmtree(venv, ignore_errors=True)
         try:
-            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
+            creator = [interpreter or sys.executable, "-m", "venv", str(venv)]
+            subprocess.run(creator, check=True, capture_output=True, timeout=300)
             pip = [str(python), "-m", "pip", "install", "-q", "--timeout", "30", "--retries", "2", *wants]
             done = subprocess.run(pip, capture_output=True, text=True, timeout=1500)
             if done.returncode:
