@@ -17,9 +17,11 @@ GOOD_MARK = "variant-good"  # printed by a correct episode when a cell mixes cor
 
 
 def solution(task: Path) -> str:
+    """The task's solution script as one command: without its own first line's shebang (a heredoc's stays)."""
     for name in ("solution.sh", "solution/solve.sh"):
         if (task / name).is_file():
-            return "\n".join(line for line in (task / name).read_text().splitlines() if not line.startswith("#!"))
+            lines = (task / name).read_text().splitlines()
+            return "\n".join(lines[1:] if lines and lines[0].startswith("#!") else lines)
     raise FileNotFoundError(task)
 
 
