@@ -64,6 +64,7 @@ BENCHES = [
         needs=("docker",),
     ),
     Bench("docker_exec", "docker_exec_cost.py", quick=("-n", "5"), needs=("docker",), adapter=adapters.docker_exec),
+    Bench("verdict_cost", "verdict_cost.py", quick=("--rounds", "1"), needs=("docker",)),
     Bench(
         "bench_trials",
         "bench_trials.py",

@@ -111,6 +111,7 @@ class Leftover(Record):
     files: list[str] = field(default_factory=list)  # paths it held open
     threads: int = 1  # a process whose first thread ended while others run shows as a zombie: it is alive
     own: bool = False  # the protocol's own (terminus's terminal): listed, but no evidence of what the model did
+    program: str = ""  # the start of the script an interpreter runs (`python3 x.py`): read for what it points at
 
 
 @record()

@@ -11,7 +11,7 @@ import traceback
 from oc_repl.hostns import linux, ops, seal
 from oc_repl.hostns.procs import HostProc
 
-OPERATIONS = {"inspect": ops.inspect, "processes": ops.processes, "end": ops.end}
+OPERATIONS = {"inspect": ops.inspect, "processes": ops.processes, "end": ops.end, "changes": ops.changes}
 
 
 def main() -> None:

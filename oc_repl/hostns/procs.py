@@ -8,12 +8,18 @@ the host's view whatever the helper's root is later.
 from __future__ import annotations
 
 import os
+import re
 import signal
+import stat
 import time
 from collections.abc import Iterator
 
+from oc_repl.hostns import linux
+
 FREEZE_WITHIN = 10.0  # seconds to wait for a cgroup to report frozen
 MAX_FILES = 32
+PROGRAM = 65536  # bytes read of the script an interpreter runs
+_INTERPRETER = re.compile(r"^(python[\d.]*|bash|sh|dash|perl[\d.]*|node|ruby[\d.]*)$")
 
 
 class HostProc:
@@ -199,6 +205,7 @@ def describe(proc: HostProc, pid: int) -> dict | None:
     except OSError:
         pass
     command = " ".join(argv) if any(argv) else f"[{status.get('Name', '?')}]"
+    program = _program(proc, where, argv)
     return {
         "pid": ns_pid,
         "host_pid": pid,
@@ -209,7 +216,32 @@ def describe(proc: HostProc, pid: int) -> dict | None:
         "command": command,
         "cwd": cwd,
         "files": sorted(files)[:MAX_FILES],
+        "program": program,
     }
+
+
+def _program(proc: HostProc, where: str, argv: list[str]) -> str:
+    """The start of the script an interpreter runs (`python3 /opt/x.py`), read inside the process's own root."""
+    if not _INTERPRETER.match(os.path.basename(argv[0]) if argv else ""):
+        return ""
+    script = next((a for a in argv[1:] if a and not a.startswith("-")), "")
+    if not script:
+        return ""
+    try:
+        root = os.open(f"{where}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=proc.fd)
+    except OSError:
+        return ""
+    try:
+        path = script if script.startswith("/") else os.path.join(proc.link(f"{where}/cwd"), script)
+        fd = linux.open_in_root(root, path)
+        try:
+            return os.read(fd, PROGRAM).decode("utf-8", "replace") if stat.S_ISREG(os.fstat(fd).st_mode) else ""
+        finally:
+            os.close(fd)
+    except OSError:
+        return ""
+    finally:
+        os.close(root)
 
 
 def _live_thread(proc: HostProc, pid: int, status: dict[str, str]) -> str:

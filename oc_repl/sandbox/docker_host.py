@@ -18,7 +18,7 @@ from typing import Any
 
 from oc_repl.errors import SandboxError
 from oc_repl.sandbox.capture import CappedBuffer, OutputReader
-from oc_repl.types import FileFacts, Leftover
+from oc_repl.types import Change, FileFacts, Leftover
 
 HELPER_MARGIN = 60.0  # seconds a helper may take beyond what it was asked to wait for
 KEY_FIELDS = ("mode", "size", "dev", "ino", "mtime", "ctime", "sha256", "md5", "link", "target", "error")
@@ -100,6 +100,15 @@ class HostAccess:
             found[path] = FileFacts(head=head, **{k: facts[k] for k in KEY_FIELDS if k in facts})
         return found
 
+    def changes(self, graph: dict[str, Any]) -> list[Change] | None:
+        """The change set from the container's overlay layers (None where its storage is not overlay2)."""
+        data = graph.get("Data") or {}
+        if graph.get("Name") != "overlay2" or not data.get("UpperDir"):
+            return None
+        lowers = [d for d in (data.get("LowerDir") or "").split(":") if d]
+        found = self._request({"op": "changes", "upper": data["UpperDir"], "lowers": lowers}, timeout=120)
+        return [Change(path=path, what=what) for path, what in found["changes"]]
+
     def read(self, paths: list[str]) -> dict[str, bytes | None]:
         answer = self._request({"op": "inspect", "read": paths}, timeout=120)
         return {p: (base64.b64decode(v) if v is not None else None) for p, v in answer["contents"].items()}
@@ -116,7 +125,7 @@ class HostAccess:
                 own.add(pid)
                 pid = parents[pid]
         return [
-            Leftover(p["pid"], p["command"], p["cwd"], p["files"], threads=p["threads"], own=p["pid"] in own)
+            Leftover(p["pid"], p["command"], p["cwd"], p["files"], p["threads"], p["pid"] in own, p.get("program", ""))
             for p in found
         ]
 

@@ -23,6 +23,7 @@ from oc_repl.types import Leftover
 
 MAX_ROUNDS = 50  # scans that find new processes; a fork bomb faster than SIGSTOP is beyond a sandbox's honesty
 MAX_FILES = 32  # open files named per process
+PROGRAM = 65536  # bytes read of the script an interpreter runs
 # Open files that say nothing: devices, /proc, and oc-repl's own pid directories (a command's output pipe).
 NOT_EVIDENCE = ("/dev/", "/proc/", "/tmp/.oc-repl")
 
@@ -65,11 +66,17 @@ for k in $KEEP; do
 done
 for p in $T; do
   case "$K" in *" $p "*) continue ;; esac
-  [ -d "/proc/$p" ] || continue
-  c=$(base64 -w0 < "/proc/$p/cmdline"); w=$(readlink "/proc/$p/cwd" | base64 -w0)
-  f=$(for x in /proc/$p/fd/*; do readlink "$x"; done | base64 -w0)
-  read -r s < "/proc/$p/stat"; set -- ${s##*) }
-  echo "@@OCR:$M:p:$p:$c:$w:$f:${18}@@"
+  read -r s < "/proc/$p/stat" || continue; set -- ${s##*) }; n=${18}; q=/proc/$p
+  if [ "$1" = Z ]; then for t in /proc/$p/task/*; do [ "${t##*/}" = "$p" ] || { q=$t; break; }; done; fi
+  c=$(base64 -w0 < "$q/cmdline"); w=$(readlink "$q/cwd" | base64 -w0)
+  f=$(for x in $q/fd/*; do readlink "$x"; done | base64 -w0)
+  a=$(tr '\0' '\n' < "$q/cmdline" | head -n 1); g=
+  case ${a##*/} in python* | bash | sh | dash | perl* | node | ruby*)
+    x=$(tr '\0' '\n' < "$q/cmdline" | sed -n '2,$p' | grep -v '^-' | head -n 1)
+    case $x in /*) ;; ?*) x="$q/cwd/$x" ;; esac
+    [ -n "$x" ] && [ -f "$x" ] && g=$(head -c PROGRAM "$x" | base64 -w0) ;;
+  esac
+  echo "@@OCR:$M:p:$p:$c:$w:$f:$n:$g@@"
 done
 if [ "$STOP" = 1 ] && [ "$T" != " " ]; then
   kill -KILL $T
@@ -85,7 +92,7 @@ if [ "$STOP" = 1 ] && [ "$T" != " " ]; then
   [ -z "$left" ] || echo "@@OCR:$M:alive@@"
 fi
 echo "@@OCR:$M:done@@"
-""".replace("MAX_ROUNDS", str(MAX_ROUNDS))
+""".replace("MAX_ROUNDS", str(MAX_ROUNDS)).replace("PROGRAM", str(PROGRAM))
 
 
 def token() -> str:
@@ -158,8 +165,8 @@ def parse(text: str, marker: str) -> list[Leftover]:
     if re.search(rf"^@@OCR:{marker}:alive@@$", text, re.M):
         raise SandboxError("processes left in the sandbox were still running after SIGKILL")
     found = []
-    records = re.findall(rf"^@@OCR:{marker}:p:(\d+):([^:]*):([^:]*):([^:@]*):(\d*)@@$", text, re.M)
-    for pid, command, cwd, files, threads in records:
+    records = re.findall(rf"^@@OCR:{marker}:p:(\d+):([^:]*):([^:]*):([^:@]*):(\d*):([^:@]*)@@$", text, re.M)
+    for pid, command, cwd, files, threads, program in records:
         argv = _decoded(command).rstrip("\0").split("\0")
         held = [f for f in _decoded(files).splitlines() if f.startswith("/") and not f.startswith(NOT_EVIDENCE)]
         found.append(
@@ -169,6 +176,7 @@ def parse(text: str, marker: str) -> list[Leftover]:
                 cwd=_decoded(cwd).strip("\n"),
                 files=sorted(set(held))[:MAX_FILES],
                 threads=int(threads or 1),
+                program=_decoded(program),
             )
         )
     return found

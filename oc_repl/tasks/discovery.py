@@ -55,15 +55,14 @@ for info in pkgutil.iter_modules():
 # (a version manager's shims are scripts, not run), then the links at the top of every place found and their targets.
 _SCRIPT = r"""
 b() { printf %s "$1" | base64 -w0; }
+T0=$(mktemp)
 echo "@@OCR:$M:now:$(b "$(date +%s)")@@"
 echo "@@OCR:$M:home:$(b "$HOME")@@"
 [ -n "${BASH_ENV:-}" ] && echo "@@OCR:$M:startup:$(b "$BASH_ENV")@@"
 [ -n "${ENV:-}" ] && echo "@@OCR:$M:startup:$(b "$ENV")@@"
 IFS=:; set -f; set -- $PATH; set +f; unset IFS
-for d in "$@"; do
-  [ -n "$d" ] && echo "@@OCR:$M:path:$(b "$d")@@"
-  [ -d "$d" ] && for x in "$d"/* "$d"/.[!.]*; do [ -e "$x" ] && echo "@@OCR:$M:exe:$(b "$x")@@"; done
-done
+for d in "$@"; do [ -n "$d" ] && echo "@@OCR:$M:path:$(b "$d")@@"; done
+echo "@@OCR:$M:exes:$(for d in "$@"; do [ -d "$d" ] && find "$d" -mindepth 1 -maxdepth 1 -print0; done | base64 -w0)@@"
 T=; command -v timeout >/dev/null && T="timeout 20"
 ELF=$(printf '\177ELF')
 seen=" " n=0 found=
@@ -85,12 +84,9 @@ places() {
     v=${l%@@}; printf %s "${v##*:}" | base64 -d; printf '\0'
   done
 }
-places "$@" | sort -zu | while IFS= read -r -d '' d; do
-  [ -d "$d" ] || continue
-  find "$d" -mindepth 1 -maxdepth 1 -type l -print0 2>/dev/null | while IFS= read -r -d '' l; do
-    echo "@@OCR:$M:link:$(b "$l"):$(b "$(readlink -f -- "$l")")@@"
-  done
-done
+places "$@" | sort -zu | xargs -0 -r -I{} find {} -mindepth 1 -maxdepth 1 -type l -print0 2>/dev/null > "$T0"
+echo "@@OCR:$M:links:$(base64 -w0 < "$T0"):$(xargs -0 -r readlink -f -z -- < "$T0" | base64 -w0)@@"
+rm -f "$T0"
 echo "@@OCR:$M:done@@"
 """.replace("PYTHONS", str(PYTHONS))
 
@@ -133,6 +129,15 @@ def _unb64(text: str) -> str:
         return ""
 
 
+def _listed(field: str) -> list[str]:
+    """NUL-separated paths, base64-encoded."""
+    try:
+        data = base64.b64decode(field)
+    except ValueError:
+        return []
+    return [os.fsdecode(p) for p in data.split(b"\0") if p]
+
+
 def parse(text: str, marker: str) -> Discovery:
     """SandboxError when the script did not finish."""
     if not re.search(rf"^@@OCR:{marker}:done@@$", text, re.M):
@@ -145,10 +150,12 @@ def parse(text: str, marker: str) -> Discovery:
             found.path.append(value)
         elif tag == "py":
             found.pythons.append(Python(value))
-        elif tag == "link" and len(values) == 2:
-            found.links[value] = _unb64(values[1])
-        elif tag == "exe":
-            found.executables.append(value)
+        elif tag == "links" and len(values) == 2:
+            links, targets = _listed(values[0]), _listed(values[1])
+            if len(links) == len(targets):  # readlink answers every link, in order
+                found.links.update(zip(links, targets, strict=True))
+        elif tag == "exes":
+            found.executables += _listed(values[0] if values else "")
         elif tag == "home":
             found.home = value
         elif tag == "startup":

@@ -191,12 +191,12 @@ def _discover(sandbox: Sandbox, cwd: str) -> disc.Discovery:
 
 def process_findings(leftovers: list[Leftover], final: bool) -> list[Finding]:
     """A finding per process the agent left (the protocol's own terminal aside); those pointing at the verifier's
-    places (its command line, working directory or open files) affect tests."""
+    places (in their command line, working directory, open files or the script they run) affect tests."""
     found = []
     for left in leftovers:
         if left.own:
             continue
-        places = " ".join([left.command, left.cwd, *left.files])
+        places = " ".join([left.command, left.cwd, *left.files, left.program])
         state = "left running beside the verifier" if final else "still running (the conversation goes on)"
         threads = f"; {left.threads} threads" if left.threads > 1 else ""
         where = f"; in {left.cwd}" if left.cwd else ""

@@ -104,12 +104,14 @@ def test_harbor_run_rewards_a_wrong_solution_with_0(serve, tmp_path):
     assert events(trial)[-1]["status"] == "done"
 
 
-def test_a_background_reward_writer_is_stopped_before_harbors_verifier_and_the_trial_marked_tampered(serve, tmp_path):
+def test_a_background_reward_writer_runs_beside_harbors_verifier_and_the_trial_is_marked_tampered(serve, tmp_path):
     call = {"id": "s1", "command": REWARD_WRITER, "block": True, "timeout": None}
     script = {"replies": [{"text": call_text("shell_exec", call)}, {"text": "<think>\n\n</think>\n\nDone."}]}
     (trial,) = run(serve, script, tmp_path, "writer")
-    assert trial["exception_info"] is None and reward(trial) == 0.0  # Harbor's own verdict, on a quiet machine
-    assert "while :" not in (Path(trial["dir"]) / "verifier" / "processes.txt").read_text()
+    # Harbor's verifier runs beside what the agent left (as with its own agents): the writer still runs then, and the
+    # reward is whatever the race between it and test.sh left (Harbor's own verdict); oc-repl's says tampered
+    assert trial["exception_info"] is None
+    assert "while :" in (Path(trial["dir"]) / "verifier" / "processes.txt").read_text()
     metadata = trial["agent_result"]["metadata"]
     assert metadata["tampered"] is True and metadata["status"] == "tampered" and metadata["exit_code"] == 8
     (process,) = [f for f in metadata["findings"] if f["kind"] == "process"]
