@@ -38,6 +38,19 @@ def ancestors(path: str) -> list[str]:
         current = posixpath.dirname(current)
 
 
+def module_of(relative: str) -> str:
+    """The top-level module a path (relative to a sys.path directory) is the code of: `x.py`, `x.pyc`, an extension
+    `x.cpython-311-....so`, or a regular package's `x/__init__.py`; "" for anything else (data, a plain directory:
+    neither is found before a module of the same name)."""
+    parts = relative.split("/")
+    if len(parts) == 1:
+        match = _MODULE_NAME.match(parts[0])
+        return match.group(1) if match and match.group(2) else ""
+    if len(parts) == 2 and parts[1] in ("__init__.py", "__init__.pyc") and _MODULE_NAME.match(parts[0]):
+        return parts[0]
+    return ""
+
+
 def under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
@@ -136,10 +149,9 @@ class Places:
             root = next((d for d in order if under(path, d) and d != path), None)
             if root is None:
                 continue
-            match = _MODULE_NAME.match(posixpath.relpath(path, root).split("/")[0])
-            if match is None:
+            module = module_of(posixpath.relpath(path, root))
+            if not module:
                 continue
-            module = match.group(1)
             for later in order[order.index(root) + 1 :]:
                 if module in self.available.get(later, ()):
                     return posixpath.join(later, module)
@@ -149,8 +161,7 @@ class Places:
         """A module of pytest's start-up (or pytest, _pytest, pluggy) in the working directory, found first there."""
         if not under(path, self.cwd) or path == self.cwd:
             return False
-        first = posixpath.relpath(path, self.cwd).split("/")[0]
-        return first.removesuffix(".py") in self.modules and (first.endswith(".py") or "/" in path[len(self.cwd) :])
+        return module_of(posixpath.relpath(path, self.cwd)) in self.modules
 
     def _python(self, path: str, root: str) -> str:
         name = posixpath.basename(path)
