@@ -30,8 +30,10 @@ def affecting(events: list[Any]) -> list[tuple[str, str]]:
     return [(x.kind, x.path) for x in verdict(events).findings if x.affects_tests]
 
 
-def forge(serve: Any, tmp_path: Path, task: str, command: str) -> tuple[Any, list[Any]]:
-    return run_task(serve, tmp_path, TASK_DIRS[task], [exec_call(command, timeout=60), answer("Done.")])
+def forge(serve: Any, tmp_path: Path, task: str, command: str, think: float = 0) -> tuple[Any, list[Any]]:
+    """The model plants `command`, then (after `think` seconds) says it is done."""
+    done = {**answer("Done."), "delay": think} if think else answer("Done.")
+    return run_task(serve, tmp_path, TASK_DIRS[task], [exec_call(command, timeout=60), done])
 
 
 @pytest.mark.parametrize("task", sorted(TASK_DIRS))
@@ -130,7 +132,7 @@ NEVER_VERIFIED = {
     ),
     "zombie-leader-planting-in-tests": ("repair-module", f.ZOMBIE_LEADER),
     "fork-hopper-planting-in-tests": ("repair-module", f.FORK_HOPPER),
-    "channel-launcher-fed-through-its-fifo": ("repair-module", f.FED_LAUNCHER + " && sleep 5"),
+    "channel-launcher-fed-through-its-fifo": ("repair-module", f.FED_LAUNCHER),
     "pid-1-traced": ("repair-module", f.PTRACE_PID1),
 }
 
@@ -140,7 +142,8 @@ def test_what_the_verifier_does_not_read_cannot_pass_an_unsolved_task(serve, tmp
     """The verifier has its own /tests and reads its verdict itself: a planted conftest, a fake `cat`, a process left
     planting one as the tests arrive (however it hides) reach nothing of it, and the unsolved task fails."""
     task, command = NEVER_VERIFIED[name]
-    proc, events = forge(serve, tmp_path, task, command)
+    # the launcher is fed once the command has ended and the channel made its next one: the model thinks meanwhile
+    proc, events = forge(serve, tmp_path, task, command, think=6 if "launcher" in name else 0)
     assert proc.returncode in (1, 8), proc.stderr
     assert events[-1].status in ("verify_failed", "tampered")
     verify = verdict(events)

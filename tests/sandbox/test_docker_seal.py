@@ -1,0 +1,116 @@
+"""oc-repl's host helper on real containers: the sealed verifier runs beside what the agent left with its own files,
+out of its processes' reach, with what a `docker exec` of the container gets; the container's change set, processes and
+files are read from outside it; and everything the agent left ends after the verifier.
+
+Needs root beside the docker daemon (the helper enters a container's namespaces itself) and the test image.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from oc_repl.sandbox.docker import DockerImageSandbox
+from oc_repl.types import VerifierJob
+from tests.docker_support import DOCKER, IMAGE
+
+pytestmark = [*DOCKER, pytest.mark.skipif(os.geteuid() != 0, reason="the host helper needs root")]
+
+
+@pytest.fixture
+def box() -> Iterator[DockerImageSandbox]:
+    sandbox = DockerImageSandbox.from_spec(IMAGE)
+    assert sandbox.host is not None, sandbox.unsealed_why
+    yield sandbox
+    sandbox.close()
+
+
+def job(command: str, **more: Any) -> VerifierJob:
+    return VerifierJob(**{"command": command, "cwd": "/", "timeout": 60, "user": "root", **more})
+
+
+def test_the_verifier_has_its_own_tests_and_the_agents_processes_cannot_look_into_it(box):
+    box.exec("mkdir -p /tests && echo agent > /tests/planted", timeout=30)
+    probe = (
+        "p=$(pgrep -x sleep -n) && cat /proc/$p/root/tests/mine; "
+        "python3 -c 'import ctypes, os, sys; r = ctypes.CDLL(None, use_errno=True).ptrace(16, int(sys.argv[1]), 0, 0);"
+        ' print("attach", r, os.strerror(ctypes.get_errno()))\' $p'
+    )
+    box.spawn(f"sleep 1; {{ {probe}; }} > /tmp/probe.txt 2>&1", tty=False)  # the agent's, beside the verifier
+    run = box.run_verifier(
+        job(
+            "ls /tests; grep -E 'Seccomp|CapPrm' /proc/self/status; sleep 3050",
+            files=[("/tests/mine", b"v", 0o644)],
+            private=["/tests"],
+            timeout=4,
+        )
+    )
+    assert run.sealed and run.timed_out
+    listing = run.output.decode()
+    assert "mine" in listing and "planted" not in listing  # its own /tests, not the container's
+    assert "Seccomp:\t2" in listing  # the container's filters
+    assert box.exec("ls /tests", timeout=30).output == b"planted\n"  # the container's /tests, untouched
+    found = box.exec("cat /tmp/probe.txt", timeout=30).output.decode()
+    assert "/root/tests/mine: Permission denied" in found and "attach -1 Operation not permitted" in found
+
+
+def test_the_change_set_walked_from_the_host_is_the_daemons_diff(box):
+    box.exec(
+        "mkdir -p /app/new && echo x > /app/new/f && rm /etc/issue && echo z >> /etc/profile && "
+        "ln -s /etc/passwd /app/link && rm -rf /usr/share/doc/bash && touch /usr/share/doc/x",
+        timeout=30,
+    )
+    kinds = {0: "changed", 1: "created", 2: "removed"}
+    daemon = sorted((d["Path"], kinds[d["Kind"]]) for d in box.api.diff(box.id))
+    helper = sorted((c.path, c.what) for c in box.look().changes())  # type: ignore[union-attr]
+    assert helper == daemon and ("/etc/issue", "removed") in helper and ("/app/new/f", "created") in helper
+
+
+def test_a_link_is_read_inside_the_container_never_on_the_host(box):
+    box.exec("ln -s /etc/hostname /app-host-name", timeout=30)
+    facts = box.look().files(["/app-host-name"])["/app-host-name"]  # type: ignore[union-attr]
+    assert facts.link == "/etc/hostname" and facts.target == "/etc/hostname"
+    inside = box.exec("cat /etc/hostname", timeout=30).output.strip()
+    assert box.look().read(["/etc/hostname"])["/etc/hostname"].strip() == inside  # type: ignore[union-attr,index]
+
+
+def wait_for(check: Any, within: float = 30) -> bool:
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_a_process_whose_first_thread_ended_is_listed_and_every_process_the_agent_left_ends(box):
+    script = (
+        "import ctypes, threading, time, platform\n"
+        "threading.Thread(target=lambda: time.sleep(600)).start()\ntime.sleep(0.2)\n"
+        "ctypes.CDLL(None).syscall(60 if platform.machine() == 'x86_64' else 93, 0)\n"
+    )
+    box.write_file("/opt/z.py", script.encode())
+    box.exec(
+        "(setsid nohup python3 /opt/z.py >/dev/null 2>&1 &); (setsid nohup sleep 3060 >/dev/null 2>&1 &)", timeout=30
+    )
+    assert wait_for(lambda: len([p for p in box.agent_processes() if not p.own]) >= 2)
+    left = {p.command: p for p in box.agent_processes() if not p.own}
+    assert left["python3 /opt/z.py"].threads == 2 and "sleep 3060" in left
+    assert box.end_agent_processes() == 0
+    assert [p for p in box.agent_processes() if not p.own] == []
+    assert box.exec("echo the container lives on", timeout=30).output == b"the container lives on\n"
+
+
+def test_what_the_verifier_opens_runs_and_writes_is_seen(box):
+    box.exec("printf '#!/bin/sh\\necho ran\\n' > /usr/local/bin/mine && chmod +x /usr/local/bin/mine", timeout=30)
+    run = box.run_verifier(job("mine; python3 -c 'import textwrap' ; echo w > /tmp/w.txt"))
+    assert run.opened is not None and run.written is not None
+    opened = {path: outside for _d, _i, path, outside in run.opened}
+    assert opened.get("/usr/local/bin/mine") is True  # run by the script itself, not by pytest's tests
+    assert any(p.endswith("textwrap.cpython-311.pyc") or p.endswith("textwrap.py") for p in opened)
+    written = box.look().files(["/tmp/w.txt"])["/tmp/w.txt"]  # type: ignore[union-attr]
+    assert (written.dev, written.ino) in {tuple(w) for w in run.written}
