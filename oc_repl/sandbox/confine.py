@@ -111,6 +111,7 @@ class Confinement:
         self.limits = limits
         self.cgroup: sandbox_limits.SandboxCgroup | None = None
         self.channel: InitChannel | None = None  # type: ignore[assignment]
+        self.writable: list[Path] = []  # where its commands may create files, once it started (local_view)
         self._pidfd: int | None = None
         self._entered = False
         self._lock = threading.Lock()
@@ -145,6 +146,7 @@ class Confinement:
 
     def _spawn(self) -> None:
         mounts, python = local_view.mount_args(self.root, self.network, self.writable_vcs, self.limits.memory_mb)
+        self.writable = local_view.writable_places(mounts)
         argv = [self._bwrap_path, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         argv += ["--unshare-cgroup-try", "--disable-userns", "--die-with-parent", "--as-pid-1", "--cap-drop", "ALL"]
         argv += [] if self.network else ["--unshare-net"]

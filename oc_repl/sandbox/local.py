@@ -147,7 +147,7 @@ class LocalSandbox(Metered, Sandbox):
         where = str(self._path(cwd or self.root))
         if self._confinement is not None:
             channel = self._channel()
-            full_env = local_view.environment({**terminal, **(env or {})})
+            full_env = local_view.environment({**terminal, **(env or {})}, self._confinement.writable)
             with bash_argv(command, first_fd=3) as (argv, fds):
                 proc: CapturedProcess = ConfinedProcess(
                     channel, argv, tty=tty, cwd=where, env=full_env, limit=self.output_limit, pass_fds=fds

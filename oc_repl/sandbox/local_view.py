@@ -6,7 +6,9 @@ The host is read-only, and what it shares is hidden rather than only made read-o
 own, every unix socket bound on the host when the sandbox starts is covered by /dev/null, and for a sandbox run by
 root, what in /etc others may not read (/etc/shadow, private keys) is hidden too. The sandbox directory is
 the one writable place of the host, its version-control directories read-only unless asked for. /proc/sys and /sys
-are read-only whoever runs oc-repl, so no kernel setting can be written. The environment is an allow-list.
+are read-only whoever runs oc-repl, so no kernel setting can be written. The environment is an allow-list, and its
+PATH searches no place the sandbox may write: a program planted there would otherwise be what a later command (a
+verifier's included) runs by name.
 """
 
 from __future__ import annotations
@@ -158,10 +160,57 @@ def mount_args(root: Path, network: bool, writable_vcs: bool, tmp_mb: int) -> tu
     return args, python
 
 
-def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of the model's commands: an allow-list of this process's, and the sandbox's own."""
+def writable_places(mounts: list[str]) -> list[Path]:
+    """Where a sandbox with these bubblewrap arguments may create or write files: every in-memory directory bubblewrap
+    makes (`--tmpfs`, `--dev`) and every directory it binds writable; and its /proc (`--proc`), whose links lead to
+    wherever each process stands. Read from the arguments themselves, so a place added to the view one day is counted
+    without being named twice."""
+    places = []
+    for at, arg in enumerate(mounts):
+        if arg in ("--tmpfs", "--dev", "--proc") and at + 1 < len(mounts):
+            places.append(Path(mounts[at + 1]))
+        elif arg == "--bind" and at + 2 < len(mounts):
+            places.append(Path(mounts[at + 2]))
+    return places
+
+
+def _leads_into(entry: str, places: list[Path], max_links: int = 40) -> bool:
+    """Whether looking `entry` up inside the sandbox passes through one of `places`. Links are followed as the host
+    has them: outside those places the sandbox sees the host's own files, read-only. A relative entry is looked up
+    from wherever a command stands (its directory, at first), so it counts as one of them."""
+    if not entry.startswith("/"):
+        return True
+    current, pending, links = Path("/"), list(Path(entry).parts[1:]), 0
+    while not _inside(current, places):
+        if not pending:
+            return False
+        part = pending.pop(0)
+        step = current.parent if part == ".." else current / part
+        if part == ".." or not step.is_symlink():
+            current = step
+            continue
+        links += 1
+        try:
+            target = Path(os.readlink(step))
+        except OSError:  # gone meanwhile: it leads nowhere
+            return True
+        if links > max_links:
+            return True  # a loop finds nothing: the entry is dropped as useless
+        current = Path("/") if target.is_absolute() else current
+        pending = [*target.parts[1 if target.is_absolute() else 0 :], *pending]
+    return True
+
+
+def search_path(path: str, writable: list[Path]) -> str:
+    """`path` without the entries that lead into a place the sandbox may write."""
+    return ":".join(entry for entry in path.split(":") if not _leads_into(entry, writable))
+
+
+def environment(extra: dict[str, str] | None = None, writable: list[Path] | None = None) -> dict[str, str]:
+    """The environment of the model's commands: an allow-list of this process's, and the sandbox's own. Its PATH
+    keeps none of the `writable` places: dropped, not moved to the end, since any name not found before them would
+    still be looked up there."""
     env = {k: v for k, v in os.environ.items() if k in ALLOWED_ENV or k.startswith("LC_")}
-    env.setdefault("PATH", DEFAULT_PATH)
     try:
         user = pwd.getpwuid(os.geteuid()).pw_name
     except KeyError:
@@ -169,4 +218,6 @@ def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     shell = shutil.which("bash", path=DEFAULT_PATH) or "/bin/sh"
     env.update(HOME=str(home()), USER=user, LOGNAME=user, SHELL=shell, TMPDIR="/tmp")
     env.update(extra or {})
+    places = writable or []
+    env["PATH"] = search_path(env.get("PATH") or DEFAULT_PATH, places) or search_path(DEFAULT_PATH, places)
     return env
