@@ -60,3 +60,87 @@ def test_a_verifier_does_not_run_a_program_the_model_planted_on_path(serve, tmp_
     proc = run_cli([*base_args(server, tmp_path / "w", "--verify", verify), "plant"], tmp_path, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "PASS" in proc.stderr and len(server.chat_requests()) == 2
+
+
+# --- the session keyring --------------------------------------------------------------------------------------------
+
+# (add_key, keyctl) by machine: glibc wraps neither, and keyutils' `keyctl` need not be installed
+KEY_CALLS = {"x86_64": (248, 250), "aarch64": (217, 219), "riscv64": (217, 219)}
+# A login session as pam_keyinit makes one: a session keyring of its own holding a key, and oc-repl started in it;
+# after the run, what became of the key and whether the model's key reached the keyring.
+LOGIN = """import ctypes, json, subprocess, sys
+add_key, keyctl, work, name = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4].encode()
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.syscall(keyctl, 1, None) > 0  # KEYCTL_JOIN_SESSION_KEYRING, a new one
+key = libc.syscall(add_key, b"user", name, b"the-hosts-secret", 16, -3)
+assert key > 0, ctypes.get_errno()
+open(work + "/key-id", "w").write(str(key))
+code = subprocess.call([sys.executable, "-m", "oc_repl", *sys.argv[5:]], stdin=subprocess.DEVNULL)
+buf = ctypes.create_string_buffer(256)
+size = libc.syscall(keyctl, 11, key, buf, 256)  # KEYCTL_READ
+planted = libc.syscall(keyctl, 10, -3, b"user", name + b"-inside", 0)  # KEYCTL_SEARCH, what `keyctl search @s` does
+print(json.dumps({"code": code, "payload": buf.value[:size].decode(), "planted": planted}))
+"""
+# What the model tries on the client's key, by name (what `keyctl print %user:NAME` does) and by its id (written in
+# its directory: /proc/keys would show it too); then it adds a key of its own to its session keyring.
+KEY_PROBE = """python3 -c 'import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+add_key, keyctl, key, name = int(sys.argv[1]), int(sys.argv[2]), int(open("key-id").read()), sys.argv[3].encode()
+buf = ctypes.create_string_buffer(256)
+for what, args in [("search", (10, -3, b"user", name, 0)), ("read", (11, key, buf, 256)), ("update", (2, key, b"x", 1)),
+                   ("unlink", (9, key, -3))]:
+    print(what, libc.syscall(keyctl, *args), ctypes.get_errno())
+print("add", libc.syscall(add_key, b"user", name + b"-inside", b"planted", 7, -3) > 0)
+print("payload", buf.value)' {add_key} {keyctl} {name}"""
+
+
+def test_the_sandbox_has_a_session_keyring_of_its_own(serve, tmp_path: Path):
+    """In a login session's keyring, a model that looks for the client's key, by name and by id, reads nothing and
+    changes nothing; the key it adds lands in a keyring of its own, which ends with it, not in the client's."""
+    import json
+    import platform
+    import subprocess
+    import sys
+    import uuid
+
+    from tests.cli.test_cli import answer, base_args, exec_call
+    from tests.conftest import ROOT, cli_env, read_jsonl
+
+    calls = KEY_CALLS.get(platform.machine())
+    if calls is None:
+        pytest.skip(f"the key system calls' numbers on {platform.machine()} are not known to this test")
+    name = f"oc-repl-test-{uuid.uuid4().hex[:8]}"
+    probe = KEY_PROBE.format(add_key=calls[0], keyctl=calls[1], name=name)
+    server = serve({"replies": [exec_call(probe), answer("Looked.")]})
+    work, transcript = tmp_path / "w", tmp_path / "t.jsonl"
+    work.mkdir()
+    args = [*base_args(server, work, "--transcript", str(transcript)), "look"]
+    login = [sys.executable, "-c", LOGIN, *map(str, calls), str(work), name, *args]
+    done = subprocess.run(login, capture_output=True, text=True, env=cli_env(tmp_path), cwd=ROOT, timeout=120)
+    if "AssertionError" in done.stderr and not (work / "key-id").exists():
+        pytest.skip(f"no session keyring can be made here (a seccomp filter, say): {done.stderr.strip()[-200:]}")
+    after = json.loads(done.stdout.splitlines()[-1])
+    assert after["code"] == 0, done.stderr
+    items = [e["item"] for e in read_jsonl(transcript) if e["type"] == "item.completed"]
+    seen = next(i["aggregated_output"] for i in items if i["type"] == "command_execution")
+    lines = dict(line.split(" ", 1) for line in seen.splitlines())
+    for what in ("search", "read", "update", "unlink"):
+        assert lines[what].split()[0] == "-1", (what, seen)
+    assert lines["add"] == "True" and "the-hosts-secret" not in seen, seen
+    assert after["payload"] == "the-hosts-secret" and after["planted"] < 0, after
+
+
+def test_a_sandbox_that_cannot_have_a_keyring_of_its_own_does_not_start(tmp_path: Path, monkeypatch):
+    from oc_repl.errors import SandboxError
+    from oc_repl.sandbox import confine
+
+    program = confine.init_program()
+    blind = program.replace(b"KEYCTL.get(os.uname().machine)", b"KEYCTL.get('a-machine-of-no-known-numbers')")
+    assert blind != program
+    monkeypatch.setattr(confine, "init_program", lambda: blind)
+    box = LocalSandbox(tmp_path / "box")
+    try:
+        with pytest.raises(SandboxError, match="no keyring of its own for the sandbox"):
+            box.exec("echo started", timeout=30)
+    finally:
+        box.close()
