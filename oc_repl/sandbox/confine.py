@@ -32,7 +32,7 @@ from typing import IO
 
 from oc_repl.errors import ConfinementUnavailable, SandboxError
 from oc_repl.sandbox import limits as sandbox_limits
-from oc_repl.sandbox import local_view
+from oc_repl.sandbox import local_vcs, local_view
 from oc_repl.sandbox.init_channel import InitChannel
 from oc_repl.sandbox.local_marks import client_id
 
@@ -112,6 +112,8 @@ class Confinement:
         self.cgroup: sandbox_limits.SandboxCgroup | None = None
         self.channel: InitChannel | None = None  # type: ignore[assignment]
         self.writable: list[Path] = []  # where its commands may create files, once it started (local_view)
+        # the version-control names bubblewrap will make a placeholder's mount point for, removed at the end
+        self.placeholders = [] if writable_vcs else local_vcs.placeholders(root)
         self._pidfd: int | None = None
         self._entered = False
         self._lock = threading.Lock()
@@ -259,9 +261,11 @@ class Confinement:
                 bwrap.stderr.close()
 
     def close(self) -> None:
-        """End every process of the sandbox (whether it got ready or not) and remove its cgroup."""
+        """End every process of the sandbox (whether it got ready or not) and remove its cgroup and the mount points
+        of its placeholders."""
         self._end()
         self._release_cgroup()
+        local_vcs.remove_placeholders(self.placeholders)
 
     def _release_cgroup(self) -> None:
         if self.cgroup is not None:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from oc_repl.errors import SandboxError, SandboxLost
 from oc_repl.events import Isolation
-from oc_repl.sandbox import local_marks, local_view
+from oc_repl.sandbox import local_marks, local_vcs, local_view
 from oc_repl.sandbox.confine import Confinement
 from oc_repl.sandbox.init_channel import ConfinedProcess
 from oc_repl.sandbox.limits import DEFAULT as DEFAULT_LIMITS
@@ -92,6 +92,8 @@ class LocalSandbox(Metered, Sandbox):
                 raise self._unconfinable(exc) from exc
         else:
             local_marks.sweep()
+        # taken while bubblewrap starts, and before any command can run (none does before ready())
+        self._vcs_baseline = local_vcs.found(self.root)
         atexit.register(self.close)  # a run that ends without closing its sandbox still ends what the model started
 
     def _unconfinable(self, exc: SandboxError) -> SandboxError:
@@ -286,6 +288,12 @@ class LocalSandbox(Metered, Sandbox):
         with open(src, "rb") as source, os.fdopen(self._open(target, write=True, parents=True), "wb") as out:
             shutil.copyfileobj(source, out, _CHUNK)
             os.fchmod(out.fileno(), stat.S_IMODE(os.fstat(source.fileno()).st_mode))
+
+    def vcs_dirs_made(self) -> list[str]:
+        """Every `.git`, `.hg` and `.svn` (directory, file or link) under the sandbox directory that was not there
+        when the sandbox opened, by its path: the user's own git, hg or svn would obey it there, unconfined."""
+        ours = self._confinement.placeholders if self._confinement is not None else []
+        return local_vcs.made_since(self.root, self._vcs_baseline, ours)
 
     # --- the end ----------------------------------------------------------------------------------------------
 

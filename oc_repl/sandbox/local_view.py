@@ -4,10 +4,10 @@ The host is read-only, and what it shares is hidden rather than only made read-o
 `connect()` on a socket, nor a read of a secret): the temporary and runtime directories (/tmp, /var/tmp, /run and what
 /var/run names), every home (/home, /root, and $HOME wherever it is) are empty in-memory directories of the sandbox's
 own, every unix socket bound on the host when the sandbox starts is covered by /dev/null, and for a sandbox run by
-root, what in /etc others may not read (/etc/shadow, private keys) is hidden too. The sandbox directory is
-the one writable place of the host, its version-control directories read-only unless asked for. /proc/sys and /sys
-are read-only whoever runs oc-repl, so no kernel setting can be written. The environment is an allow-list, and its
-PATH searches no place the sandbox may write: a program planted there would otherwise be what a later command (a
+root, what in /etc others may not read (/etc/shadow, private keys) is hidden too. The sandbox directory is the one
+writable place of the host, its version-control directories read-only unless asked for (local_vcs.py). /proc/sys and
+/sys are read-only whoever runs oc-repl, so no kernel setting can be written. The environment is an allow-list, and
+its PATH searches no place the sandbox may write: a program planted there would otherwise be what a later command (a
 verifier's included) runs by name.
 """
 
@@ -21,9 +21,9 @@ import sys
 from pathlib import Path
 
 from oc_repl.errors import ConfinementUnavailable, UsageError
+from oc_repl.sandbox import local_vcs
 
 HIDDEN = ("/tmp", "/var/tmp", "/run", "/var/run", "/home", "/root")
-VCS_DIRS = (".git", ".hg", ".svn")
 # A sandbox directory may be none of these, nor lie in one (`/var` itself, but not what is under it, such as /var/tmp).
 SYSTEM_DIRS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin", "/sys")
 SYSTEM_DIRS += ("/usr",)
@@ -153,10 +153,7 @@ def mount_args(root: Path, network: bool, writable_vcs: bool, tmp_mb: int) -> tu
         args += ["--ro-bind", str(resolv), str(resolv)]  # name resolution, which the network is asked for
     args += ["--bind", str(root), str(root)]
     if not writable_vcs:
-        for name in VCS_DIRS:
-            path = root / name
-            if path.exists() and not path.is_symlink():
-                args += ["--ro-bind", str(path), str(path)]
+        args += local_vcs.mount_args(root)
     return args, python
 
 

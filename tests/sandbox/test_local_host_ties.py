@@ -144,3 +144,70 @@ def test_a_sandbox_that_cannot_have_a_keyring_of_its_own_does_not_start(tmp_path
             box.exec("echo started", timeout=30)
     finally:
         box.close()
+
+
+# --- version control ------------------------------------------------------------------------------------------------
+
+VCS = (".git", ".hg", ".svn")
+# core.fsmonitor names a program git runs at the next `git status`: the model's, run as the user, unconfined.
+FSMONITOR = "printf '#!/bin/sh\\ntouch {marker}\\n' > {hook} && chmod +x {hook} && git config core.fsmonitor {hook}"
+
+
+@pytest.fixture
+def git() -> str:
+    import shutil
+
+    found = shutil.which("git")
+    if found is None:
+        pytest.skip("git is not installed on this host (CI installs it: .ci/run)")
+    return found
+
+
+def git_status(git: str, where: Path) -> None:
+    """The user's next `git status` there, on the host."""
+    import subprocess
+
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ["HOME"], "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run([git, "status"], cwd=where, env=env, capture_output=True, timeout=60)
+
+
+def test_no_repository_can_be_made_at_the_top_of_the_directory(tmp_path: Path, git: str):
+    """Where the directory has no .git, .hg or .svn, none can be made there (git init, a plain mkdir, a file), so the
+    user's next `git status` in it runs nothing of the model's; nothing of the placeholders stays afterwards."""
+    root, marker = tmp_path / "box", tmp_path / "box" / "fsmonitor-ran"
+    box = LocalSandbox(root)
+    try:
+        hook = FSMONITOR.format(marker=marker, hook=root / "hook.sh")
+        code, out = run(box, f"git init -q . && {hook} && echo INITIALISED")
+        assert code != 0 and "INITIALISED" not in out and "Read-only file system" in out, out
+        for name in VCS:
+            code, out = run(box, f"rmdir {name} || mv {name} moved || rm -rf {name}; mkdir -p {name}/x || touch {name}")
+            assert code != 0 and not (root / name / "x").exists(), (name, out)
+        assert run(box, "ls -A .git .hg .svn")[1].split() == [".git:", ".hg:", ".svn:"]  # empty placeholders
+    finally:
+        box.close()
+    assert list(root.iterdir()) == []  # the placeholders made for the run are gone
+    git_status(git, root)
+    assert not marker.exists()
+
+
+def test_repositories_made_below_the_top_are_named(tmp_path: Path, git: str):
+    """A repository the model makes deeper down is reported: every .git, .hg or .svn, directory, file or link, that
+    was not there when the sandbox opened; those that were are not."""
+    root, marker = tmp_path / "box", tmp_path / "box" / "fsmonitor-ran"
+    (root / "old" / ".git").mkdir(parents=True)
+    (root / "kept" / ".hg").mkdir(parents=True)
+    (root / "inner").mkdir()
+    (root / "inner" / ".svn").write_text("a file")
+    box = LocalSandbox(root)
+    try:
+        hook = FSMONITOR.format(marker=marker, hook=root / "hook.sh")
+        assert run(box, f"mkdir sub && cd sub && git init -q && {hook}")[0] == 0
+        assert run(box, "mkdir -p a/b c && ln -s /usr a/b/.hg && echo 'gitdir: /x' > c/.git && touch .svn.x")[0] == 0
+        made = [str(root / "a/b/.hg"), str(root / "c/.git"), str(root / "sub/.git")]
+        assert box.vcs_dirs_made() == made
+    finally:
+        box.close()
+    assert box.vcs_dirs_made() == made
+    git_status(git, root)
+    assert not marker.exists()  # at the top: sub/.git is for the report to name
