@@ -228,6 +228,8 @@ class RunSettings:
     )
     # the names given by a flag, the environment or a file (not defaults): --exact refuses the conflicting ones
     given: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+    # the config file named with --config, which a local: sandbox hides as it does the default one
+    config_file: Path | None = field(default=None, repr=False, compare=False)
 
     def replace(self, **changes: Any) -> RunSettings:
         return dataclasses.replace(self, **changes)

@@ -24,6 +24,7 @@ import socket
 import subprocess
 import tempfile
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from functools import lru_cache
@@ -103,11 +104,14 @@ class Confinement:
         network: bool,
         writable_vcs: bool = False,
         limits: sandbox_limits.Limits = sandbox_limits.DEFAULT,
+        private_files: Sequence[Path] = (),
     ) -> None:
-        """Starts bubblewrap and returns at once: `ready()` waits for it, so the caller can do other work meanwhile."""
+        """Starts bubblewrap and returns at once: `ready()` waits for it, so the caller can do other work meanwhile.
+        `private_files`: the client's own that the sandbox must not read (local_view.client_files)."""
         self.root = root
         self.network = network
         self.writable_vcs = writable_vcs
+        self.private_files = list(private_files)
         self.limits = limits
         self.cgroup: sandbox_limits.SandboxCgroup | None = None
         self.channel: InitChannel | None = None  # type: ignore[assignment]
@@ -147,7 +151,9 @@ class Confinement:
         self._entered = True
 
     def _spawn(self) -> None:
-        mounts, python = local_view.mount_args(self.root, self.network, self.writable_vcs, self.limits.memory_mb)
+        mounts, python = local_view.mount_args(
+            self.root, self.network, self.writable_vcs, self.limits.memory_mb, self.private_files
+        )
         self.writable = local_view.writable_places(mounts)
         argv = [self._bwrap_path, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         argv += ["--unshare-cgroup-try", "--disable-userns", "--die-with-parent", "--as-pid-1", "--cap-drop", "ALL"]

@@ -24,6 +24,7 @@ import re
 import shutil
 import stat
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,7 +69,10 @@ class LocalSandbox(Metered, Sandbox):
         network: bool = False,
         writable_vcs: bool = False,
         limits: Limits = DEFAULT_LIMITS,
+        private_files: Sequence[Path] = (),
     ) -> None:
+        """`private_files`: the client's own (its config and API key files) that a confined sandbox covers, beside
+        the default config file it always covers."""
         local_view.refuse_exposing(Path(root).expanduser())
         self.root = Path(root).expanduser().resolve()
         try:
@@ -87,7 +91,7 @@ class LocalSandbox(Metered, Sandbox):
         self._confinement: Confinement | None = None
         if confine:
             try:
-                self._confinement = Confinement(self.root, network, writable_vcs, limits)
+                self._confinement = Confinement(self.root, network, writable_vcs, limits, private_files)
             except SandboxError as exc:
                 raise self._unconfinable(exc) from exc
         else:
@@ -120,6 +124,7 @@ class LocalSandbox(Metered, Sandbox):
             "network": settings.network,
             "writable_vcs": settings.writable_vcs,
             "limits": limits,
+            "private_files": [path for path in (settings.config_file, settings.api_key_file) if path is not None],
         }
 
     def isolation(self) -> Isolation:

@@ -4,11 +4,11 @@ The host is read-only, and what it shares is hidden rather than only made read-o
 `connect()` on a socket, nor a read of a secret): the temporary and runtime directories (/tmp, /var/tmp, /run and what
 /var/run names), every home (/home, /root, and $HOME wherever it is) are empty in-memory directories of the sandbox's
 own, every unix socket bound on the host when the sandbox starts is covered by /dev/null, and for a sandbox run by
-root, what in /etc others may not read (/etc/shadow, private keys) is hidden too. The sandbox directory is the one
-writable place of the host, its version-control directories read-only unless asked for (local_vcs.py). /proc/sys and
-/sys are read-only whoever runs oc-repl, so no kernel setting can be written. The environment is an allow-list, and
-its PATH searches no place the sandbox may write: a program planted there would otherwise be what a later command (a
-verifier's included) runs by name.
+root, what in /etc others may not read (/etc/shadow, private keys) is hidden too, and so are the client's config and
+API key files, wherever they are. The sandbox directory is the one writable place of the host, its version-control
+directories read-only unless asked for (local_vcs.py). /proc/sys and /sys are read-only whoever runs oc-repl, so no
+kernel setting can be written. The environment is an allow-list, and its PATH searches no place the sandbox may
+write: a program planted there would otherwise be what a later command (a verifier's included) runs by name.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ import pwd
 import shutil
 import stat
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
+from oc_repl import paths
 from oc_repl.errors import ConfinementUnavailable, UsageError
 from oc_repl.sandbox import local_vcs
 
@@ -128,8 +130,23 @@ def interpreter(hidden: list[Path]) -> tuple[str, list[str]]:
     raise ConfinementUnavailable(f"no Python the sandbox can run: {exe} lies in a place it hides")
 
 
-def mount_args(root: Path, network: bool, writable_vcs: bool, tmp_mb: int) -> tuple[list[str], str]:
-    """bubblewrap's filesystem arguments for a sandbox in `root`, and the interpreter its first process runs."""
+def client_files(named: Sequence[Path], hidden: list[Path], shown: list[Path]) -> list[str]:
+    """bubblewrap's arguments that cover the client's own secrets with /dev/null: its config file (the default one,
+    wherever $XDG_CONFIG_HOME puts it) and the files `named` (a config file named with --config, the API key file),
+    each where it really is, unless a hidden place holds it already (and none of the places `shown` again in one, the
+    sandbox directory say). Regular files only: a key file may be a pipe (`<(...)`), which is gone once read."""
+    args = []
+    for path in sorted({Path(os.path.realpath(Path(p).expanduser())) for p in [paths.config_file(), *named]}):
+        if path.is_file() and (_inside(path, shown) or not _inside(path, hidden)):
+            args += ["--ro-bind", "/dev/null", str(path)]
+    return args
+
+
+def mount_args(
+    root: Path, network: bool, writable_vcs: bool, tmp_mb: int, private_files: Sequence[Path] = ()
+) -> tuple[list[str], str]:
+    """bubblewrap's filesystem arguments for a sandbox in `root`, and the interpreter its first process runs; the
+    `private_files` of the client are covered (`client_files`)."""
     user_home = home()
     hidden = [Path(p) for p in HIDDEN if Path(p).is_dir() and not Path(p).is_symlink()]
     hidden += [Path(os.path.realpath(p)) for p in HIDDEN if Path(p).is_symlink()]
@@ -154,6 +171,8 @@ def mount_args(root: Path, network: bool, writable_vcs: bool, tmp_mb: int) -> tu
     args += ["--bind", str(root), str(root)]
     if not writable_vcs:
         args += local_vcs.mount_args(root)
+    shown = [root, *(Path(place) for place in binds[2::3])]
+    args += client_files(private_files, hidden, shown)  # last: a key file in `root` is covered too
     return args, python
 
 

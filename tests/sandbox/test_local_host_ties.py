@@ -211,3 +211,50 @@ def test_repositories_made_below_the_top_are_named(tmp_path: Path, git: str):
     assert box.vcs_dirs_made() == made
     git_status(git, root)
     assert not marker.exists()  # at the top: sub/.git is for the report to name
+
+
+# --- the client's own files -----------------------------------------------------------------------------------------
+
+
+def test_the_clients_config_and_key_files_are_hidden_wherever_they_are(serve, tmp_path: Path, host_place: Path):
+    """The config file where $XDG_CONFIG_HOME puts it, one named with --config and the --api-key-file, all outside
+    the places the sandbox hides anyway: a command reads nothing of them (the run itself still reads the key)."""
+    from tests.cli.test_cli import answer, base_args, exec_call
+    from tests.conftest import cli_env, run_cli
+
+    (host_place / "cfg" / "oc-repl").mkdir(parents=True)
+    default = host_place / "cfg" / "oc-repl" / "config.toml"
+    default.write_text('api_key = "sk-in-the-default-config"\n')
+    named = host_place / "named.toml"
+    named.write_text('api_key = "sk-in-the-named-config"\nmax_turns = 5\n')
+    key_file = host_place / "key"
+    key_file.write_text("sk-in-the-key-file\n")
+    look = f"cat {default} {named} {key_file} > seen.txt 2>&1; wc -c {default} {named} {key_file} >> seen.txt"
+    server = serve({"require_key": "sk-in-the-key-file", "replies": [exec_call(look), answer("Looked.")]})
+    env = {**cli_env(tmp_path), "XDG_CONFIG_HOME": str(host_place / "cfg")}
+    work = tmp_path / "w"
+    args = [*base_args(server, work, "--config", str(named), "--api-key-file", str(key_file)), "look"]
+    proc = run_cli(args, tmp_path, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    seen = (work / "seen.txt").read_text()
+    assert "sk-in" not in seen and all(str(path) in seen for path in (default, named, key_file)), seen
+    assert key_file.read_text() == "sk-in-the-key-file\n" and "sk-in" in default.read_text() + named.read_text()
+
+
+def test_a_key_file_in_the_sandbox_directory_is_hidden_and_stays(tmp_path: Path):
+    """`local:.` in a project that keeps its key file: the file tools and the commands read none of it, and it can be
+    neither removed, moved nor overwritten."""
+    from oc_repl.errors import SandboxError
+
+    root = tmp_path / "box"
+    root.mkdir()
+    (root / ".key").write_text("sk-kept-in-the-project\n")
+    box = LocalSandbox(root, private_files=[root / ".key"])
+    try:
+        code, out = run(box, "cat .key; rm -f .key; mv .key moved; echo overwritten > .key; cat .key; ls -A")
+        assert "sk-kept" not in out and ".key" in out.split(), out
+        with pytest.raises(SandboxError):
+            box.read_file(".key")
+    finally:
+        box.close()
+    assert (root / ".key").read_text() == "sk-kept-in-the-project\n" and not (root / "moved").exists()
