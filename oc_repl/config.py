@@ -62,7 +62,7 @@ class RunSettings:
     api_base: str = setting(DEFAULT_API_BASE, "OpenAI-compatible base URL", *EVERYWHERE, DOCTOR, env="OPENAI_BASE_URL")
     api_key: str = setting(
         "EMPTY",
-        "API key; never written to records; visible to other users (a warning)",
+        "API key; never written to records; visible to other users until the options are parsed (a warning)",
         FLAG,
         FILE,
         DOCTOR,
