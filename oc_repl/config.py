@@ -62,7 +62,7 @@ class RunSettings:
     api_base: str = setting(DEFAULT_API_BASE, "OpenAI-compatible base URL", *EVERYWHERE, DOCTOR, env="OPENAI_BASE_URL")
     api_key: str = setting(
         "EMPTY",
-        "API key; never written to records; visible to other users (a warning)",
+        "API key; never written to records; visible to other users until the options are parsed (a warning)",
         FLAG,
         FILE,
         DOCTOR,
@@ -228,6 +228,8 @@ class RunSettings:
     )
     # the names given by a flag, the environment or a file (not defaults): --exact refuses the conflicting ones
     given: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+    # the config file named with --config, which a local: sandbox hides as it does the default one
+    config_file: Path | None = field(default=None, repr=False, compare=False)
 
     def replace(self, **changes: Any) -> RunSettings:
         return dataclasses.replace(self, **changes)

@@ -14,6 +14,11 @@ def config_dir() -> Path:
     return _xdg("XDG_CONFIG_HOME", ".config") / "oc-repl"
 
 
+def config_file() -> Path:
+    """The config file read when none is named (oc_repl/sources.py)."""
+    return config_dir() / "config.toml"
+
+
 def data_dir() -> Path:
     return _xdg("XDG_DATA_HOME", ".local/share") / "oc-repl"
 

@@ -20,15 +20,11 @@ KEY = ("api_key", "api_key_file")  # one setting: the first level naming either 
 FILE_KEYS = frozenset(option.name for option in options_on(FILE))
 
 
-def config_path() -> Path:
-    return paths.config_dir() / "config.toml"
-
-
 def load_file(path: Path | None, profile: str | None) -> dict[str, Any]:
     """Top-level keys of the file, overlaid by `[profiles.NAME]` when a profile is chosen."""
     if path is not None and not path.is_file():
         raise UsageError(f"no config file at {path}")
-    path = path or config_path()
+    path = path or paths.config_file()
     if not path.exists():
         if profile:
             raise UsageError(f"profile {profile!r} asked for, but there is no config file at {path}")

@@ -64,6 +64,24 @@ def box(tmp_path: Path) -> Iterator:
 
 
 @pytest.fixture
+def host_place() -> Iterator[Path]:
+    """A fresh directory on the host that this process may write and a sandbox neither hides nor may write."""
+    import shutil
+    import uuid
+
+    for base in ("/var/lib", "/opt", "/srv", "/mnt"):
+        place = Path(base) / f"oc-repl-test-{uuid.uuid4().hex[:8]}"
+        try:
+            place.mkdir()
+        except OSError:
+            continue
+        yield place
+        shutil.rmtree(place, ignore_errors=True)
+        return
+    pytest.skip("no writable directory on this host outside the places a sandbox hides")
+
+
+@pytest.fixture
 def serve() -> Iterator:
     """Start scripted loopback servers; all are stopped at the end of the test."""
     started: list[FakeServer] = []

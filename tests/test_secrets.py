@@ -130,6 +130,39 @@ def test_the_key_flag_warns_that_others_can_read_it(serve, tmp_path):
     assert "--api-key puts the key on the command line" in said and "ps" in said and "--api-key-file" in said
 
 
+@pytest.mark.parametrize("form", ["--api-key KEY", "--api-key=KEY"])
+def test_a_key_typed_on_the_command_line_is_gone_from_it_once_the_run_started(serve, tmp_path, form):
+    """Anyone on the machine reads a process's command line (ps, /proc/PID/cmdline): once its options are parsed,
+    the client's holds the key no more, the flag's name and the rest as they were; the key itself still reaches the
+    server (the model list is asked for with it before the first chat request), and the warning still says it."""
+    import time
+
+    server = serve({"require_key": KEY, "replies": [{**answer("hi"), "delay": 120}]})
+    flag = ["--api-key", KEY] if form == "--api-key KEY" else [f"--api-key={KEY}"]
+    args = ["run", "--api-base", server.url, "--sandbox", f"local:{tmp_path / 'w'}", "--yes", *flag, "say hi"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oc_repl", *args],
+        env=cli_env(tmp_path),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not server.chat_requests() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        seen = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+        assert server.chat_requests(), "the run never asked the model"
+    finally:
+        proc.terminate()
+        _out, err = proc.communicate(timeout=60)
+    assert KEY.encode() not in seen, seen
+    assert b"\0".join([b"--yes", *(part.replace(KEY, "x" * len(KEY)).encode() for part in flag), b"say hi\0"]) in seen
+    assert "--api-key puts the key on the command line" in " ".join(err.split())
+
+
 @pytest.mark.parametrize(
     ("env_key", "flag_file", "config", "served"),
     [

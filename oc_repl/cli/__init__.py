@@ -84,8 +84,9 @@ def _settings(params: dict[str, Any]) -> Any:
     from oc_repl.sources import load_file, resolve
 
     given = typed(params)
-    file_values = load_file(given.pop("config_file", None), given.pop("profile", None))
-    return validate(resolve(given, file_values))
+    config_file = given.pop("config_file", None)
+    file_values = load_file(config_file, given.pop("profile", None))
+    return validate(resolve(given, file_values)).replace(config_file=config_file)
 
 
 def _from_data(params: dict[str, Any], data: bytes) -> Any:

@@ -24,6 +24,7 @@ import socket
 import subprocess
 import tempfile
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from functools import lru_cache
@@ -32,7 +33,7 @@ from typing import IO
 
 from oc_repl.errors import ConfinementUnavailable, SandboxError
 from oc_repl.sandbox import limits as sandbox_limits
-from oc_repl.sandbox import local_view
+from oc_repl.sandbox import local_vcs, local_view
 from oc_repl.sandbox.init_channel import InitChannel
 from oc_repl.sandbox.local_marks import client_id
 
@@ -103,14 +104,20 @@ class Confinement:
         network: bool,
         writable_vcs: bool = False,
         limits: sandbox_limits.Limits = sandbox_limits.DEFAULT,
+        private_files: Sequence[Path] = (),
     ) -> None:
-        """Starts bubblewrap and returns at once: `ready()` waits for it, so the caller can do other work meanwhile."""
+        """Starts bubblewrap and returns at once: `ready()` waits for it, so the caller can do other work meanwhile.
+        `private_files`: the client's own that the sandbox must not read (local_view.client_files)."""
         self.root = root
         self.network = network
         self.writable_vcs = writable_vcs
+        self.private_files = list(private_files)
         self.limits = limits
         self.cgroup: sandbox_limits.SandboxCgroup | None = None
         self.channel: InitChannel | None = None  # type: ignore[assignment]
+        self.writable: list[Path] = []  # where its commands may create files, once it started (local_view)
+        # the version-control names bubblewrap will make a placeholder's mount point for, removed at the end
+        self.placeholders = [] if writable_vcs else local_vcs.placeholders(root)
         self._pidfd: int | None = None
         self._entered = False
         self._lock = threading.Lock()
@@ -144,7 +151,10 @@ class Confinement:
         self._entered = True
 
     def _spawn(self) -> None:
-        mounts, python = local_view.mount_args(self.root, self.network, self.writable_vcs, self.limits.memory_mb)
+        mounts, python = local_view.mount_args(
+            self.root, self.network, self.writable_vcs, self.limits.memory_mb, self.private_files
+        )
+        self.writable = local_view.writable_places(mounts)
         argv = [self._bwrap_path, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         argv += ["--unshare-cgroup-try", "--disable-userns", "--die-with-parent", "--as-pid-1", "--cap-drop", "ALL"]
         argv += [] if self.network else ["--unshare-net"]
@@ -257,9 +267,11 @@ class Confinement:
                 bwrap.stderr.close()
 
     def close(self) -> None:
-        """End every process of the sandbox (whether it got ready or not) and remove its cgroup."""
+        """End every process of the sandbox (whether it got ready or not) and remove its cgroup and the mount points
+        of its placeholders."""
         self._end()
         self._release_cgroup()
+        local_vcs.remove_placeholders(self.placeholders)
 
     def _release_cgroup(self) -> None:
         if self.cgroup is not None:

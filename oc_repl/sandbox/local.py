@@ -24,12 +24,13 @@ import re
 import shutil
 import stat
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oc_repl.errors import SandboxError, SandboxLost
 from oc_repl.events import Isolation
-from oc_repl.sandbox import local_marks, local_view
+from oc_repl.sandbox import local_marks, local_vcs, local_view
 from oc_repl.sandbox.confine import Confinement
 from oc_repl.sandbox.init_channel import ConfinedProcess
 from oc_repl.sandbox.limits import DEFAULT as DEFAULT_LIMITS
@@ -69,7 +70,10 @@ class LocalSandbox(Metered, Sandbox):
         network: bool = False,
         writable_vcs: bool = False,
         limits: Limits = DEFAULT_LIMITS,
+        private_files: Sequence[Path] = (),
     ) -> None:
+        """`private_files`: the client's own (its config and API key files) that a confined sandbox covers, beside
+        the default config file it always covers."""
         local_view.refuse_exposing(Path(root).expanduser())
         self.root = Path(root).expanduser().resolve()
         try:
@@ -88,11 +92,13 @@ class LocalSandbox(Metered, Sandbox):
         self._confinement: Confinement | None = None
         if confine:
             try:
-                self._confinement = Confinement(self.root, network, writable_vcs, limits)
+                self._confinement = Confinement(self.root, network, writable_vcs, limits, private_files)
             except SandboxError as exc:
                 raise self._unconfinable(exc) from exc
         else:
             local_marks.sweep()
+        # taken while bubblewrap starts, and before any command can run (none does before ready())
+        self._vcs_baseline = local_vcs.found(self.root)
         atexit.register(self.close)  # a run that ends without closing its sandbox still ends what the model started
 
     def _unconfinable(self, exc: SandboxError) -> SandboxError:
@@ -119,6 +125,7 @@ class LocalSandbox(Metered, Sandbox):
             "network": settings.network,
             "writable_vcs": settings.writable_vcs,
             "limits": limits,
+            "private_files": [path for path in (settings.config_file, settings.api_key_file) if path is not None],
         }
 
     def isolation(self) -> Isolation:
@@ -148,7 +155,7 @@ class LocalSandbox(Metered, Sandbox):
         where = str(self._path(cwd or self.root))
         if self._confinement is not None:
             channel = self._channel()
-            full_env = local_view.environment({**terminal, **(env or {})})
+            full_env = local_view.environment({**terminal, **(env or {})}, self._confinement.writable)
             with bash_argv(command, first_fd=3) as (argv, fds):
                 proc: CapturedProcess = ConfinedProcess(
                     channel, argv, tty=tty, cwd=where, env=full_env, limit=self.output_limit, pass_fds=fds
@@ -287,6 +294,12 @@ class LocalSandbox(Metered, Sandbox):
         with open(src, "rb") as source, os.fdopen(self._open(target, write=True, parents=True), "wb") as out:
             shutil.copyfileobj(source, out, _CHUNK)
             os.fchmod(out.fileno(), stat.S_IMODE(os.fstat(source.fileno()).st_mode))
+
+    def vcs_dirs_made(self) -> list[str]:
+        """Every `.git`, `.hg` and `.svn` (directory, file or link) under the sandbox directory that was not there
+        when the sandbox opened, by its path: the user's own git, hg or svn would obey it there, unconfined."""
+        ours = self._confinement.placeholders if self._confinement is not None else []
+        return local_vcs.made_since(self.root, self._vcs_baseline, ours)
 
     # --- the end ----------------------------------------------------------------------------------------------
 

@@ -12,7 +12,8 @@ talks to the client over one SOCK_SEQPACKET socket: each request is a marshalled
 it; each answer carries the request's `id`; `{"op": "exit"}` messages report the end of commands. When the client goes
 (the socket closes) it exits, and the kernel kills every process of the namespace with it. It is not dumpable: no
 process of the sandbox may trace it, read its memory or open its file descriptors, and as pid 1 it gets no signal from
-inside that it does not handle.
+inside that it does not handle. Before it says it is ready it joins a new, empty session keyring, which every command
+inherits: the client's (a login session's, holding its keys) stays out of reach.
 """
 
 import _signal
@@ -31,6 +32,10 @@ STOP_WITHIN = 5.0  # seconds to go on killing while processes still appear
 _FORGET_FDS = {"/dev/null", "/dev/tty", "/dev/ptmx"}
 _S_IFMT, _S_IFREG, _S_IFDIR = 0o170000, 0o100000, 0o040000
 SIGNALS = [sig for sig in range(1, _signal.NSIG) if sig not in (_signal.SIGKILL, _signal.SIGSTOP)]
+# keyctl(2)'s number by machine: the C library has no wrapper for it (libkeyutils has, and need not be installed)
+KEYCTL = {"x86_64": 250, "i686": 288, "i386": 288, "aarch64": 219, "riscv64": 219, "loongarch64": 219, "armv7l": 311}
+KEYCTL.update({"armv6l": 311, "ppc64le": 271, "ppc64": 271, "s390x": 280})
+KEYCTL_GET_KEYRING_ID, KEYCTL_JOIN_SESSION_KEYRING, KEY_SPEC_SESSION_KEYRING = 0, 1, -3
 
 channel = devnull = None  # set by main()
 own_command = ""
@@ -272,6 +277,29 @@ def handle(request, fds):
         os.close(fd)
 
 
+def own_keyring(libc):
+    """Join a new, empty session keyring. The one inherited from the client is a login session's, with the keys the
+    user holds in it, which every command could otherwise read, change or add to for good. A seccomp filter denying
+    the key calls would close this too, but needs a BPF program per machine, and it would break the programs that use
+    keys; a keyring of its own keeps them working (the user and persistent keyrings are the sandbox's own already:
+    since Linux 5.3 they belong to a user namespace). Joined here, before any command exists."""
+    import ctypes
+
+    number = KEYCTL.get(os.uname().machine)
+    if number is None:
+        sys.exit(f"oc-repl: no keyring of its own for the sandbox: keyctl's number on {os.uname().machine} is unknown")
+    if libc.syscall(ctypes.c_long(number), ctypes.c_long(KEYCTL_JOIN_SESSION_KEYRING), None) >= 0:
+        return
+    why = os.strerror(ctypes.get_errno())
+    # A seccomp filter above us (docker's default profile) denies the key calls to this process and every process it
+    # starts: no keyring is reachable then, and nothing is left to shut out.
+    found = libc.syscall(
+        ctypes.c_long(number), ctypes.c_long(KEYCTL_GET_KEYRING_ID), ctypes.c_long(KEY_SPEC_SESSION_KEYRING), 0
+    )
+    if found >= 0:
+        sys.exit(f"oc-repl: no keyring of its own for the sandbox: {why}")
+
+
 def main():
     global channel, devnull, own_command
     os.close(int(sys.argv[1]))  # the file this program was read from
@@ -286,10 +314,12 @@ def main():
     wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     _signal.set_wakeup_fd(wake_write)
     _signal.signal(_signal.SIGCHLD, lambda *_: None)
-    send({"op": "ready"})
-    import ctypes  # after `ready`, while the client goes on: no command runs before the first request is read
+    import ctypes
 
-    ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0, before any command exists
+    libc = ctypes.CDLL(None, use_errno=True)
+    own_keyring(libc)  # before `ready`: a sandbox that cannot have one does not start, and says why
+    send({"op": "ready"})
+    libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0, before any command exists
     own_command = command_line(os.getpid())
     while True:
         readable, _, _ = select.select([channel, wake_read], [], [])

@@ -4,9 +4,11 @@ The host is read-only, and what it shares is hidden rather than only made read-o
 `connect()` on a socket, nor a read of a secret): the temporary and runtime directories (/tmp, /var/tmp, /run and what
 /var/run names), every home (/home, /root, and $HOME wherever it is) are empty in-memory directories of the sandbox's
 own, every unix socket bound on the host when the sandbox starts is covered by /dev/null, and for a sandbox run by
-root, what in /etc others may not read (/etc/shadow, private keys) is hidden too. The sandbox directory is
-the one writable place of the host, its version-control directories read-only unless asked for. /proc/sys and /sys
-are read-only whoever runs oc-repl, so no kernel setting can be written. The environment is an allow-list.
+root, what in /etc others may not read (/etc/shadow, private keys) is hidden too, and so are the client's config and
+API key files, wherever they are. The sandbox directory is the one writable place of the host, its version-control
+directories read-only unless asked for (local_vcs.py). /proc/sys and /sys are read-only whoever runs oc-repl, so no
+kernel setting can be written. The environment is an allow-list, and its PATH searches no place the sandbox may
+write: a program planted there would otherwise be what a later command (a verifier's included) runs by name.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ import pwd
 import shutil
 import stat
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
+from oc_repl import paths
 from oc_repl.errors import ConfinementUnavailable, UsageError
+from oc_repl.sandbox import local_vcs
 
 HIDDEN = ("/tmp", "/var/tmp", "/run", "/var/run", "/home", "/root")
-VCS_DIRS = (".git", ".hg", ".svn")
 # A sandbox directory may be none of these, nor lie in one (`/var` itself, but not what is under it, such as /var/tmp).
 SYSTEM_DIRS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin", "/sys")
 SYSTEM_DIRS += ("/usr",)
@@ -126,8 +130,23 @@ def interpreter(hidden: list[Path]) -> tuple[str, list[str]]:
     raise ConfinementUnavailable(f"no Python the sandbox can run: {exe} lies in a place it hides")
 
 
-def mount_args(root: Path, network: bool, writable_vcs: bool, tmp_mb: int) -> tuple[list[str], str]:
-    """bubblewrap's filesystem arguments for a sandbox in `root`, and the interpreter its first process runs."""
+def client_files(named: Sequence[Path], hidden: list[Path], shown: list[Path]) -> list[str]:
+    """bubblewrap's arguments that cover the client's own secrets with /dev/null: its config file (the default one,
+    wherever $XDG_CONFIG_HOME puts it) and the files `named` (a config file named with --config, the API key file),
+    each where it really is, unless a hidden place holds it already (and none of the places `shown` again in one, the
+    sandbox directory say). Regular files only: a key file may be a pipe (`<(...)`), which is gone once read."""
+    args = []
+    for path in sorted({Path(os.path.realpath(Path(p).expanduser())) for p in [paths.config_file(), *named]}):
+        if path.is_file() and (_inside(path, shown) or not _inside(path, hidden)):
+            args += ["--ro-bind", "/dev/null", str(path)]
+    return args
+
+
+def mount_args(
+    root: Path, network: bool, writable_vcs: bool, tmp_mb: int, private_files: Sequence[Path] = ()
+) -> tuple[list[str], str]:
+    """bubblewrap's filesystem arguments for a sandbox in `root`, and the interpreter its first process runs; the
+    `private_files` of the client are covered (`client_files`)."""
     user_home = home()
     hidden = [Path(p) for p in HIDDEN if Path(p).is_dir() and not Path(p).is_symlink()]
     hidden += [Path(os.path.realpath(p)) for p in HIDDEN if Path(p).is_symlink()]
@@ -151,17 +170,63 @@ def mount_args(root: Path, network: bool, writable_vcs: bool, tmp_mb: int) -> tu
         args += ["--ro-bind", str(resolv), str(resolv)]  # name resolution, which the network is asked for
     args += ["--bind", str(root), str(root)]
     if not writable_vcs:
-        for name in VCS_DIRS:
-            path = root / name
-            if path.exists() and not path.is_symlink():
-                args += ["--ro-bind", str(path), str(path)]
+        args += local_vcs.mount_args(root)
+    shown = [root, *(Path(place) for place in binds[2::3])]
+    args += client_files(private_files, hidden, shown)  # last: a key file in `root` is covered too
     return args, python
 
 
-def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of the model's commands: an allow-list of this process's, and the sandbox's own."""
+def writable_places(mounts: list[str]) -> list[Path]:
+    """Where a sandbox with these bubblewrap arguments may create or write files: every in-memory directory bubblewrap
+    makes (`--tmpfs`, `--dev`) and every directory it binds writable; and its /proc (`--proc`), whose links lead to
+    wherever each process stands. Read from the arguments themselves, so a place added to the view one day is counted
+    without being named twice."""
+    places = []
+    for at, arg in enumerate(mounts):
+        if arg in ("--tmpfs", "--dev", "--proc") and at + 1 < len(mounts):
+            places.append(Path(mounts[at + 1]))
+        elif arg == "--bind" and at + 2 < len(mounts):
+            places.append(Path(mounts[at + 2]))
+    return places
+
+
+def _leads_into(entry: str, places: list[Path], max_links: int = 40) -> bool:
+    """Whether looking `entry` up inside the sandbox passes through one of `places`. Links are followed as the host
+    has them: outside those places the sandbox sees the host's own files, read-only. A relative entry is looked up
+    from wherever a command stands (its directory, at first), so it counts as one of them."""
+    if not entry.startswith("/"):
+        return True
+    current, pending, links = Path("/"), list(Path(entry).parts[1:]), 0
+    while not _inside(current, places):
+        if not pending:
+            return False
+        part = pending.pop(0)
+        step = current.parent if part == ".." else current / part
+        if part == ".." or not step.is_symlink():
+            current = step
+            continue
+        links += 1
+        try:
+            target = Path(os.readlink(step))
+        except OSError:  # gone meanwhile: it leads nowhere
+            return True
+        if links > max_links:
+            return True  # a loop finds nothing: the entry is dropped as useless
+        current = Path("/") if target.is_absolute() else current
+        pending = [*target.parts[1 if target.is_absolute() else 0 :], *pending]
+    return True
+
+
+def search_path(path: str, writable: list[Path]) -> str:
+    """`path` without the entries that lead into a place the sandbox may write."""
+    return ":".join(entry for entry in path.split(":") if not _leads_into(entry, writable))
+
+
+def environment(extra: dict[str, str] | None = None, writable: list[Path] | None = None) -> dict[str, str]:
+    """The environment of the model's commands: an allow-list of this process's, and the sandbox's own. Its PATH
+    keeps none of the `writable` places: dropped, not moved to the end, since any name not found before them would
+    still be looked up there."""
     env = {k: v for k, v in os.environ.items() if k in ALLOWED_ENV or k.startswith("LC_")}
-    env.setdefault("PATH", DEFAULT_PATH)
     try:
         user = pwd.getpwuid(os.geteuid()).pw_name
     except KeyError:
@@ -169,4 +234,6 @@ def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     shell = shutil.which("bash", path=DEFAULT_PATH) or "/bin/sh"
     env.update(HOME=str(home()), USER=user, LOGNAME=user, SHELL=shell, TMPDIR="/tmp")
     env.update(extra or {})
+    places = writable or []
+    env["PATH"] = search_path(env.get("PATH") or DEFAULT_PATH, places) or search_path(DEFAULT_PATH, places)
     return env

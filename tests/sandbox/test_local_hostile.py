@@ -26,21 +26,6 @@ SWAP = (
 )
 
 
-@pytest.fixture
-def host_place() -> Iterator[Path]:
-    """A fresh directory on the host that this process may write and a sandbox neither hides nor may write."""
-    for base in ("/var/lib", "/opt", "/srv", "/mnt"):
-        place = Path(base) / f"oc-repl-test-{uuid.uuid4().hex[:8]}"
-        try:
-            place.mkdir()
-        except OSError:
-            continue
-        yield place
-        shutil.rmtree(place, ignore_errors=True)
-        return
-    pytest.skip("no writable directory on this host outside the places a sandbox hides")
-
-
 def test_a_link_swapped_in_under_a_file_write_never_leads_it_out(box: LocalSandbox, host_place: Path):
     """A process of the sandbox swaps a directory and a link to the host for ever while files are written there."""
     assert run(box, f"mkdir d && ln -s {host_place} l")[0] == 0

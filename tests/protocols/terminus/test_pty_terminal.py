@@ -264,7 +264,7 @@ def test_an_ended_shell_ends_the_terminal(pty):
 
 
 @needs_tmux
-def test_tmux_when_the_sandbox_has_it_else_the_pty_and_the_override(box, tmp_path, monkeypatch):
+def test_tmux_when_the_sandbox_has_it_else_the_pty_and_the_override(box, host_place, monkeypatch):
     def chosen() -> Terminal:
         protocol = TerminusJson()
         try:
@@ -279,8 +279,9 @@ def test_tmux_when_the_sandbox_has_it_else_the_pty_and_the_override(box, tmp_pat
     monkeypatch.setenv("OC_REPL_TERMINAL", "screen")
     with pytest.raises(UsageError):
         chosen()
-    # a PATH without tmux, as in a sandbox that lacks it
-    bin_dir = box.root / "bin"  # inside the sandbox directory: a confined sandbox sees the host's /tmp as its own
+    # a PATH without tmux, as in a sandbox that lacks it: in a place of the host the sandbox sees (not its /tmp) and
+    # may not write (an entry in its directory would be dropped from its PATH)
+    bin_dir = host_place / "bin"
     bin_dir.mkdir()
     for tool in filter(shutil.which, ("bash", "cat", "rm", "stty", "tput")):
         (bin_dir / tool).symlink_to(shutil.which(tool))
