@@ -248,6 +248,7 @@ class Session:
             finally:
                 if close_after:  # cleanup runs to its end; a second Ctrl-C or a SIGTERM now is only remembered
                     with signals.deferred() as late:
+                        self._name_what_is_left_on_host()
                         kept = self.close(leave_running=self.plan.harness_judges)
                     if late.interrupted:
                         outcome.status = Status.INTERRUPTED
@@ -256,6 +257,14 @@ class Session:
             status = final(outcome.status, verify.passed if verify is not None else None, tampered)
             self._completed(status, outcome, kept, calls_before)
         return TaskResult(status, outcome.final_answer, verify, outcome.turns, self.attempt, findings)
+
+    def _name_what_is_left_on_host(self) -> None:
+        if self.sandbox is None:
+            return
+        with contextlib.suppress(OcReplError):
+            for what in self.sandbox.left_on_host():
+                hint = "look at it before you run anything of it there"
+                self.emit(ev.Error(kind="warning", message=f"the model left {what}", hint=hint))
 
     def refuse(self, exc: OcReplError) -> TaskResult:
         """The thread of a run that could not be planned: started with what is known, ended with why."""

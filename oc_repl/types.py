@@ -217,6 +217,9 @@ class Sandbox(Protocol):
     # The image's working directory, where a task's verifier (terminal-bench's, Harbor's) runs; "" when the sandbox
     # is no image's container.
     image_workdir: str = ""
+    # Where a verifier's own files go (a `--verify-file` script, pytest's record): a directory the driver keeps out of
+    # the agent's reach where it seals verifiers.
+    verifier_home: str = "/tmp/.oc-repl/verifier"
 
     def exec(self, command: str, timeout: float, cwd: str | None = None, user: str | None = None) -> ExecResult: ...
     # `wait`: the caller waits up to this long for the command's end next; a sandbox whose calls are costly waits in
@@ -254,6 +257,11 @@ class Sandbox(Protocol):
     # Run a verifier's job beside what the agent left, sealed from it where the driver can (`VerifierRun.sealed`
     # says); oc_repl/sandbox/unsealed.py runs it where a driver cannot seal it.
     def run_verifier(self, job: VerifierJob) -> VerifierRun: ...
+
+    def left_on_host(self) -> list[str]:
+        """What the agent left that acts on this machine once the run is over (a version-control directory made in a
+        local sandbox's directory, whose hooks run at the next git command there), a sentence each."""
+        return []
 
     def look(self) -> Look | None:
         """The sandbox seen from outside the agent's reach (the complete change set since it opened); None where the

@@ -45,12 +45,17 @@ START_ATTEMPTS = 3
 
 
 # The first process's program comes from a file descriptor, so its command line (what `ps` shows inside) stays short.
+# The verifier's own directory inside: a read-only bind of one of the client's, so nothing of the sandbox can change
+# what the verifier reads there, nor move it (a mount point, in /run, itself one of the sandbox's own places).
+VERIFIER_HOME = "/run/oc-repl-verifier"
 BOOT = "import os,sys;exec(compile(os.pread(int(sys.argv[1]),1<<20,0),'oc-repl-init','exec'))"
 
 
 @lru_cache(maxsize=1)
 def init_program() -> bytes:
-    return Path(__file__).with_name("local_init.py").read_bytes()
+    """The first process's program: its evidence operations (local_init_look.py), then the process itself."""
+    here = Path(__file__).parent
+    return (here / "local_init_look.py").read_bytes() + b"\n" + (here / "local_init.py").read_bytes()
 
 
 # bubblewrap is started from this one thread, which lives as long as the process: `--die-with-parent` kills the
@@ -118,6 +123,8 @@ class Confinement:
         self.writable: list[Path] = []  # where its commands may create files, once it started (local_view)
         # the version-control names bubblewrap will make a placeholder's mount point for, removed at the end
         self.placeholders = [] if writable_vcs else local_vcs.placeholders(root)
+        # the host's side of the verifier's own directory (VERIFIER_HOME inside), the client's alone
+        self.verifier_dir = Path(tempfile.mkdtemp(prefix="oc-repl-verifier-"))
         self._pidfd: int | None = None
         self._entered = False
         self._lock = threading.Lock()
@@ -125,6 +132,7 @@ class Confinement:
         # bubblewrap is said before anything else starts.
         self._bwrap_path = shutil.which("bwrap")
         if not self._bwrap_path:
+            shutil.rmtree(self.verifier_dir, ignore_errors=True)
             raise ConfinementUnavailable("bwrap not found (bubblewrap provides it)")
         self._started: Future[None] = _LAUNCHER.submit(self._spawn)
 
@@ -154,9 +162,13 @@ class Confinement:
         mounts, python = local_view.mount_args(
             self.root, self.network, self.writable_vcs, self.limits.memory_mb, self.private_files
         )
+        mounts += ["--ro-bind", str(self.verifier_dir), VERIFIER_HOME]  # the verifier's own files, read-only inside
         self.writable = local_view.writable_places(mounts)
         argv = [self._bwrap_path, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         argv += ["--unshare-cgroup-try", "--disable-userns", "--die-with-parent", "--as-pid-1", "--cap-drop", "ALL"]
+        # the first process keeps the verifier's seal (local_init.py seal_setup), and as root what it needs to keep
+        # root's commands from it
+        argv += ["--cap-add", "CAP_WAKE_ALARM", *(["--cap-add", "CAP_SETPCAP"] if os.geteuid() == 0 else [])]
         argv += [] if self.network else ["--unshare-net"]
         argv += mounts
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -267,11 +279,12 @@ class Confinement:
                 bwrap.stderr.close()
 
     def close(self) -> None:
-        """End every process of the sandbox (whether it got ready or not) and remove its cgroup and the mount points
-        of its placeholders."""
+        """End every process of the sandbox (whether it got ready or not) and remove its cgroup, the mount points
+        of its placeholders and the verifier's directory."""
         self._end()
         self._release_cgroup()
         local_vcs.remove_placeholders(self.placeholders)
+        shutil.rmtree(self.verifier_dir, ignore_errors=True)
 
     def _release_cgroup(self) -> None:
         if self.cgroup is not None:

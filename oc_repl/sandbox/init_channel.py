@@ -178,10 +178,12 @@ class ConfinedProcess(CapturedProcess):
         env: dict[str, str],
         limit: int,
         pass_fds: tuple[int, ...] = (),
+        sealed: bool = False,
     ) -> None:
+        """`sealed`: a verifier, holding the sandbox's seal (local_init.py)."""
         self._channel = channel
         self._released = False
-        fields = {"argv": [os.fsdecode(arg) for arg in argv], "env": env, "cwd": cwd, "tty": tty}
+        fields = {"argv": [os.fsdecode(arg) for arg in argv], "env": env, "cwd": cwd, "tty": tty, "sealed": sealed}
         if tty:
             answer, fds = channel.request("spawn", pass_fds, **fields)
             read_fd = fds[0]

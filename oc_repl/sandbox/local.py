@@ -31,14 +31,15 @@ from typing import TYPE_CHECKING, Any
 from oc_repl.errors import SandboxError, SandboxLost
 from oc_repl.events import Isolation
 from oc_repl.sandbox import local_marks, local_vcs, local_view
-from oc_repl.sandbox.confine import Confinement
+from oc_repl.sandbox.confine import VERIFIER_HOME, Confinement
 from oc_repl.sandbox.init_channel import ConfinedProcess
 from oc_repl.sandbox.limits import DEFAULT as DEFAULT_LIMITS
 from oc_repl.sandbox.limits import Limits
 from oc_repl.sandbox.local_process import EXIT_GRACE, CapturedProcess, LocalProcess, bash_argv, scan_proc
+from oc_repl.sandbox.local_verdict import LocalLook, run_sealed
 from oc_repl.sandbox.meter import CallMeter, Metered, metered
 from oc_repl.sandbox.unsealed import run_unsealed
-from oc_repl.types import ExecResult, Leftover, Sandbox, VerifierJob, VerifierRun
+from oc_repl.types import ExecResult, Leftover, Look, Sandbox, VerifierJob, VerifierRun
 
 if TYPE_CHECKING:
     from oc_repl.config import RunSettings
@@ -143,22 +144,32 @@ class LocalSandbox(Metered, Sandbox):
         path = Path(path)
         return path if path.is_absolute() else self.root / path
 
-    def _channel(self) -> Any:
+    def channel(self) -> Any:
         assert self._confinement is not None
         self.ready()
         if not self._confinement.alive():
             raise SandboxLost(f"the confinement of {self.spec} has ended")
         return self._confinement.channel
 
-    def _start(self, command: str, tty: bool, cwd: str | None, env: dict[str, str] | None) -> CapturedProcess:
+    def start(
+        self, command: str, tty: bool, cwd: str | None, env: dict[str, str] | None, sealed: bool = False
+    ) -> CapturedProcess:
+        """A command (`sealed`: a verifier, in a confined sandbox; local_verdict.py)."""
         terminal = {"TERM": "xterm", "PYTHONUNBUFFERED": "1"} if tty else {"TERM": "dumb"}
         where = str(self._path(cwd or self.root))
         if self._confinement is not None:
-            channel = self._channel()
+            channel = self.channel()
             full_env = local_view.environment({**terminal, **(env or {})}, self._confinement.writable)
             with bash_argv(command, first_fd=3) as (argv, fds):
                 proc: CapturedProcess = ConfinedProcess(
-                    channel, argv, tty=tty, cwd=where, env=full_env, limit=self.output_limit, pass_fds=fds
+                    channel,
+                    argv,
+                    tty=tty,
+                    cwd=where,
+                    env=full_env,
+                    limit=self.output_limit,
+                    pass_fds=fds,
+                    sealed=sealed,
                 )
         else:
             full_env = {k: v for k, v in host_environment().items() if k != "PYTHONUNBUFFERED"}
@@ -189,7 +200,7 @@ class LocalSandbox(Metered, Sandbox):
     @metered
     def exec(self, command: str, timeout: float, cwd: str | None = None, user: str | None = None) -> ExecResult:
         """`user` is accepted for the seam's sake; on this machine commands run as the current user."""
-        proc = self._start(command, tty=False, cwd=cwd, env=None)
+        proc = self.start(command, tty=False, cwd=cwd, env=None)
         timed_out = False
         if not proc.wait(timeout):
             if proc.alive():
@@ -213,7 +224,7 @@ class LocalSandbox(Metered, Sandbox):
         env: dict[str, str] | None = None,
         wait: float = 0.0,
     ) -> CapturedProcess:
-        return self._start(command, tty=tty, cwd=cwd, env=env)
+        return self.start(command, tty=tty, cwd=cwd, env=env)
 
     # --- files: opened inside the confinement when there is one ------------------------------------------------
 
@@ -230,13 +241,13 @@ class LocalSandbox(Metered, Sandbox):
                 raise SandboxError(f"{path} is not a regular file")
             os.set_blocking(fd, True)
             return fd
-        _answer, fds = self._channel().request("open", path=target, write=write, parents=parents)
+        _answer, fds = self.channel().request("open", path=target, write=write, parents=parents)
         return fds[0]
 
     def _kind(self, path: str | Path) -> str:
         target = str(self._path(path))
         if self._confinement is not None:
-            return self._channel().request("kind", path=target)[0]["kind"]
+            return self.channel().request("kind", path=target)[0]["kind"]
         try:
             mode = os.stat(target).st_mode
         except FileNotFoundError:
@@ -245,7 +256,7 @@ class LocalSandbox(Metered, Sandbox):
 
     def _mkdir(self, path: str | Path) -> None:
         if self._confinement is not None:
-            self._channel().request("mkdir", path=str(self._path(path)))
+            self.channel().request("mkdir", path=str(self._path(path)))
         else:
             Path(self._path(path)).mkdir(parents=True, exist_ok=True)
 
@@ -308,7 +319,7 @@ class LocalSandbox(Metered, Sandbox):
         """Every process of the sandbox (those of `keep` and what they run under marked as the protocol's own)."""
         if self._confinement is None:
             return [Leftover(pid=pid, command=command) for pid, command in local_marks.marked(self._mark)]
-        answer, _ = self._channel().request("list", keep=sorted(keep))
+        answer, _ = self.channel().request("list", keep=sorted(keep))
         return [
             Leftover(
                 pid=int(d["pid"]),
@@ -321,8 +332,30 @@ class LocalSandbox(Metered, Sandbox):
             for d in answer.get("found", [])
         ]
 
+    @property
+    def verifier_home(self) -> str:  # type: ignore[override]  # a confined sandbox's is read-only inside
+        return VERIFIER_HOME if self._confinement is not None else super().verifier_home
+
     def run_verifier(self, job: VerifierJob) -> VerifierRun:
-        return run_unsealed(self, job)
+        if self._confinement is None:
+            return run_unsealed(self, job)
+        self.ready()
+        return run_sealed(self, self._confinement.verifier_dir, job)
+
+    def look(self) -> Look | None:
+        """Every place a confined sandbox may write, walked by its first process; none for an unconfined one, which
+        can write anywhere its user can."""
+        if self._confinement is None:
+            return None
+        self.ready()
+        roots = [str(p) for p in self._confinement.writable if str(p) not in ("/dev", "/proc")]
+        return LocalLook(self, roots)
+
+    def left_on_host(self) -> list[str]:
+        return [
+            f"{path}: a version-control directory; its hooks and settings run at the next command of it there"
+            for path in self.vcs_dirs_made()
+        ]
 
     @metered
     def end_agent_processes(self) -> int:
@@ -333,7 +366,7 @@ class LocalSandbox(Metered, Sandbox):
         if self._confinement is None:
             local_marks.kill_marked(self._mark)
         else:
-            left = int(self._channel().request("stop")[0].get("left", 0))
+            left = int(self.channel().request("stop")[0].get("left", 0))
         for proc in procs:
             proc.kill()
         return left

@@ -37,7 +37,11 @@ KEYCTL = {"x86_64": 250, "i686": 288, "i386": 288, "aarch64": 219, "riscv64": 21
 KEYCTL.update({"armv6l": 311, "ppc64le": 271, "ppc64": 271, "s390x": 280})
 KEYCTL_GET_KEYRING_ID, KEYCTL_JOIN_SESSION_KEYRING, KEY_SPEC_SESSION_KEYRING = 0, 1, -3
 
-channel = devnull = None  # set by main()
+channel = devnull = libc = None  # set by main()
+PR_SET_SECUREBITS, PR_CAPBSET_DROP, PR_CAP_AMBIENT = 28, 24, 47
+PR_CAP_AMBIENT_RAISE, PR_CAP_AMBIENT_LOWER, PR_CAP_AMBIENT_CLEAR_ALL = 2, 3, 4
+SECBIT_NOROOT, SECBIT_NOROOT_LOCKED = 1, 2
+CAP_SETPCAP, CAP_WAKE_ALARM = 8, 35
 own_command = ""
 leaders = {}  # the commands whose end the client waits for: pid -> the command line they were started with
 
@@ -99,6 +103,17 @@ def start(argv, env, cwd, stdio, tty):
 
 
 def spawn(request, fds):
+    """A command; `sealed` (a verifier) holds the sandbox's one capability, the seal: no command can trace it or look
+    into its /proc (see seal_setup)."""
+    if request.get("sealed"):
+        libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_WAKE_ALARM, 0, 0)
+    try:
+        return started(request, fds)
+    finally:
+        libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_LOWER, CAP_WAKE_ALARM, 0, 0)
+
+
+def started(request, fds):
     argv = [os.fsencode(arg) for arg in request["argv"]]
     env = {os.fsencode(k): os.fsencode(v) for k, v in request["env"].items()}
     cwd = request["cwd"]
@@ -160,33 +175,36 @@ def command_line(pid):
 
 
 def described(pid):
+    """What a process is; a first thread that ended while others run shows as a zombie with nothing to read, so its
+    process is read through one of those others."""
+    where = f"/proc/{pid}"
     try:
-        command = command_line(pid)
-    except OSError:
+        others = [t for t in os.listdir(f"{where}/task") if t != str(pid)]
+        with open(f"{where}/stat", "rb") as f:
+            if f.read().rsplit(b")", 1)[-1].split()[0] == b"Z" and others:
+                where = f"{where}/task/{others[0]}"
+        with open(f"{where}/cmdline", "rb") as f:
+            command = f.read().rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
+    except (OSError, IndexError):
         return None
     if pid in leaders and command == own_command:  # forked, not yet running what it was started for
         command = leaders[pid]
     try:
-        cwd = os.readlink(f"/proc/{pid}/cwd")
+        cwd = os.readlink(f"{where}/cwd")
     except OSError:
         cwd = ""
     files = set()
     try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
+        for fd in os.listdir(f"{where}/fd"):
             try:
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                target = os.readlink(f"{where}/fd/{fd}")
             except OSError:
                 continue
             if target.startswith("/") and target not in _FORGET_FDS and not target.startswith("/dev/pts/"):
                 files.add(target)
     except OSError:
         pass
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            threads = next((int(line.split()[1]) for line in f if line.startswith(b"Threads:")), 1)
-    except (OSError, ValueError):
-        threads = 1
-    return {"pid": pid, "command": command, "cwd": cwd, "files": sorted(files), "threads": threads}
+    return {"pid": pid, "command": command, "cwd": cwd, "files": sorted(files), "threads": len(others) + 1}
 
 
 def listed(request, fds):
@@ -251,6 +269,8 @@ def kind(request, fds):
 
 
 HANDLERS = {
+    "walk": walk,  # noqa: F821  local_init_look.py's, the first part of this process's program
+    "facts": facts,  # noqa: F821
     "spawn": spawn,
     "kill": kill,
     "list": listed,
@@ -300,8 +320,20 @@ def own_keyring(libc):
         sys.exit(f"oc-repl: no keyring of its own for the sandbox: {why}")
 
 
+def seal_setup():
+    """bubblewrap gave this process one capability, CAP_WAKE_ALARM (it does nothing in a user namespace), as the seal
+    of the verifier: the kernel refuses a process that lacks a capability its target holds every look into that target
+    (ptrace, /proc/PID/root, fd, mem). So commands must start without it: no ambient capability is passed on, and where
+    the sandbox's user is root, root's own rule (an exec of any program gets the bounding set) is turned off for good
+    (SECBIT_NOROOT, locked). A verifier gets it raised as an ambient capability for the moment of its start (spawn)."""
+    if os.getuid() == 0:
+        libc.prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED, 0, 0, 0)
+        libc.prctl(PR_CAPBSET_DROP, CAP_SETPCAP, 0, 0, 0)
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+
+
 def main():
-    global channel, devnull, own_command
+    global channel, devnull, own_command, libc
     os.close(int(sys.argv[1]))  # the file this program was read from
     settings = marshal.loads(bytes.fromhex(sys.argv[2]))
     channel = _socket.socket(fileno=settings["channel"])
@@ -318,6 +350,7 @@ def main():
 
     libc = ctypes.CDLL(None, use_errno=True)
     own_keyring(libc)  # before `ready`: a sandbox that cannot have one does not start, and says why
+    seal_setup()
     send({"op": "ready"})
     libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0, before any command exists
     own_command = command_line(os.getpid())

@@ -25,7 +25,6 @@ from oc_repl.types import Sandbox, VerifierJob, VerifierRun
 _SUMMARY_HEADER = re.compile(r"=+\s*short test summary info\s*=+", re.I)
 _OUTCOMES = frozenset({"PASSED", "FAILED", "SKIPPED", "XFAIL", "XPASS", "ERROR"})
 TAIL_BYTES = 4000
-TOOLS = "/tmp/.oc-repl/verifier"  # the verifier's own directory (oc-repl's own place, made private by the driver)
 NO_RECORD = "[oc-repl] pytest ran without oc-repl's record of its session: the verdict is read from its -rA summary"
 
 
@@ -84,10 +83,11 @@ class Verifier(Protocol):
 
     def run(self, sandbox: Sandbox) -> tuple[VerifyCompleted, VerifierRun]:
         """The verdict, and the run it was read from (what was seen of it counts for the evidence)."""
-        plan = pytest_record.Plan(TOOLS)
-        job = self.job(sandbox, TOOLS)
+        tools = sandbox.verifier_home
+        plan = pytest_record.Plan(tools)
+        job = self.job(sandbox, tools)
         job.files = [*job.files, *plan.files()]
-        job.private = [*job.private, TOOLS]
+        job.private = [*job.private, tools]
         job.env = {**job.env, **plan.environment()}
         job.record = plan.fifo
         run = sandbox.run_verifier(job)
