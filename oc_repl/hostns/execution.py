@@ -59,6 +59,8 @@ class Facts:
         # the seal: a capability we hold and the container's processes cannot (WAKE_ALARM unless it is theirs)
         spare = [c for c in range(linux.last_cap() + 1) if own >> c & 1 and not self.bounding >> c & 1]
         self.seal = linux.CAP_WAKE_ALARM if linux.CAP_WAKE_ALARM in spare else (spare[0] if spare else None)
+        if self.bounding >> linux.CAP_SYS_PTRACE & 1:  # the container's processes may trace anything: there is no seal
+            self.seal = None
 
     def profile(self) -> str:
         """The AppArmor profile (or SELinux label) the container's processes run under; "" for none."""

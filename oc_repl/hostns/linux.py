@@ -27,6 +27,7 @@ SECCOMP_MODE_FILTER = 2
 PTRACE_DETACH, PTRACE_SEIZE, PTRACE_INTERRUPT, PTRACE_SECCOMP_GET_FILTER = 17, 0x4206, 0x4207, 0x420C
 CAP_LAST = 63  # capabilities are numbered below this; the kernel says which exist (/proc/sys/kernel/cap_last_cap)
 CAP_WAKE_ALARM = 35  # held by the verifier only: harmless, and not among a container's capabilities by default
+CAP_SYS_PTRACE = 19
 
 
 def check(result: int, what: str) -> int:
