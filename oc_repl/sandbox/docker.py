@@ -2,10 +2,10 @@
 
 Every command is a fresh `bash -c`, as the checkpoint was trained, leading its own session and process group inside
 the container, so a timeout kills the whole tree it started *in the container*. Its in-container pid and start time
-are recorded in a file of the sandbox's pid directory, which is what lets us find the group again (the Engine API only
-knows host pids). Commands without a terminal, as the default user, go through the sandbox's persistent channels
-(docker_channel.py); terminals, commands as another user, and every command once a channel has broken get a `docker
-exec` each (docker_exec.py).
+are recorded in the sandbox's pid directory, which lets us find the group again (the Engine API only knows host pids).
+Commands without a terminal, as the default user, go through the sandbox's persistent channels (docker_channel.py);
+terminals, commands as another user, and every command once a channel has broken get a `docker exec` each
+(docker_exec.py). The verdict's plumbing goes through oc-repl's host helper where it can run (docker_host.py).
 """
 
 from __future__ import annotations
@@ -28,10 +28,9 @@ from oc_repl.sandbox.docker_channel import ChannelPool
 from oc_repl.sandbox.docker_container import USER_LABEL, connect, container_limits, create_container
 from oc_repl.sandbox.docker_exec import PID_DIR, WORK_SUBDIR, DockerProcess, RecordedProcess, kill_recorded
 from oc_repl.sandbox.docker_host import HostAccess
-from oc_repl.sandbox.docker_look import DockerLook, run_sealed
+from oc_repl.sandbox.docker_look import ContainerVerdicts
 from oc_repl.sandbox.meter import CallMeter, Metered, metered
-from oc_repl.sandbox.unsealed import run_unsealed
-from oc_repl.types import ExecResult, Leftover, Look, Sandbox, VerifierJob, VerifierRun
+from oc_repl.types import ExecResult, Sandbox
 
 if TYPE_CHECKING:
     from oc_repl.config import RunSettings
@@ -42,7 +41,7 @@ DEFAULT_WORKDIR = "/workspace"  # camel's docker backend, as trained
 LOSS_SETTLE = 1.0
 
 
-class DockerSandbox(Metered, Sandbox):
+class DockerSandbox(Metered, ContainerVerdicts, Sandbox):
     """`docker:<container>`: attach to a running container and leave it running afterwards."""
 
     owned = False
@@ -283,46 +282,6 @@ class DockerSandbox(Metered, Sandbox):
         with tarfile.open(fileobj=buf, mode="w") as tar:
             tar.add(str(src), arcname=target)
         self.call(self.api.put_archive, self.id, "/", buf.getvalue())
-
-    @metered
-    def agent_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
-        """Every process in the container but those that ran before the sandbox opened (pid 1, an attached
-        container's own services); oc-repl's channels and the protocol's terminal marked as the sandbox's own."""
-        idle, busy = self.channels.servers()
-        if self.host is not None:
-            return self.host.processes(self.baseline, keep, [*idle, *busy])
-        return self._leftovers(keep, stop=False)
-
-    @metered
-    def end_agent_processes(self) -> int:
-        if self.host is not None:
-            return self.host.end(self.baseline)
-        self._leftovers(frozenset(), stop=True)
-        return 0
-
-    def run_verifier(self, job: VerifierJob) -> VerifierRun:
-        return run_sealed(self, job) if self.host is not None else run_unsealed(self, job)
-
-    def look(self) -> Look | None:
-        return DockerLook(self.call, self.api, self.id, self.host)
-
-    def _leftovers(self, keep: frozenset[int], stop: bool) -> list[Leftover]:
-        """The agent's processes as a script in the container finds them (where the host helper cannot run)."""
-        idle, busy = self.channels.servers()
-        with self._lock:
-            started = [proc.pidfile for proc in self._procs]
-        marker = leftovers.token()
-        script = leftovers.script(
-            marker,
-            stop=stop,
-            keep=keep,
-            spare=[*idle, *busy],
-            spare_children=idle,
-            spare_session_children=busy,
-            baseline=self.baseline,
-            started=started,
-        )
-        return leftovers.parse(self.run_quick(script).decode("utf-8", "replace"), marker)
 
     def close(self) -> None:
         self.renewal.stop()

@@ -14,7 +14,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from oc_repl.errors import SandboxError
-from oc_repl.types import Change, FileFacts, Look, VerifierJob, VerifierRun
+from oc_repl.sandbox import leftovers
+from oc_repl.sandbox.meter import metered
+from oc_repl.sandbox.unsealed import run_unsealed
+from oc_repl.types import Change, FileFacts, Leftover, Look, VerifierJob, VerifierRun
 
 if TYPE_CHECKING:
     from oc_repl.sandbox.docker import DockerSandbox
@@ -134,3 +137,55 @@ def run_sealed(box: DockerSandbox, job: VerifierJob) -> VerifierRun:
         opened=[tuple(o) for o in answer["opened"]] if answer.get("opened") is not None else None,  # type: ignore[misc]
         written=[tuple(w) for w in answer["written"]] if answer.get("written") is not None else None,  # type: ignore[misc]
     )
+
+
+class ContainerVerdicts:
+    """The docker driver's part of the verdict: the processes the agent left, their end, the verifier's run and the
+    look, through oc-repl's host helper where it can run (`host`), else through the daemon and the container's sh."""
+
+    host: HostAccess | None
+    owned: bool
+    baseline: list[str]
+
+    @metered
+    def agent_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
+        """Every process in the container but those that ran before the sandbox opened (pid 1, an attached
+        container's own services); oc-repl's channels and the protocol's terminal marked as the sandbox's own."""
+        idle, busy = self.channels.servers()
+        if self.host is not None:
+            return self.host.processes(self.baseline, keep, [*idle, *busy])
+        return self._leftovers(keep, stop=False)
+
+    @metered
+    def end_agent_processes(self) -> int:
+        if self.host is not None:
+            return self.host.end(self.baseline)
+        if self.owned:  # nothing but its first process was there before the agent: kill(-1), again until none is left
+            answer = self.run_quick(leftovers.END_ALL).decode("ascii", "replace").split()
+            return int(answer[-1]) if answer and answer[-1].isdigit() else 0
+        self._leftovers(frozenset(), stop=True)
+        return 0
+
+    def run_verifier(self, job: VerifierJob) -> VerifierRun:
+        return run_sealed(self, job) if self.host is not None else run_unsealed(self, job)
+
+    def look(self) -> Look | None:
+        return DockerLook(self.call, self.api, self.id, self.host)
+
+    def _leftovers(self, keep: frozenset[int], stop: bool) -> list[Leftover]:
+        """The agent's processes as a script in the container finds them (where the host helper cannot run)."""
+        idle, busy = self.channels.servers()
+        with self._lock:
+            started = [proc.pidfile for proc in self._procs]
+        marker = leftovers.token()
+        script = leftovers.script(
+            marker,
+            stop=stop,
+            keep=keep,
+            spare=[*idle, *busy],
+            spare_children=idle,
+            spare_session_children=busy,
+            baseline=self.baseline,
+            started=started,
+        )
+        return leftovers.parse(self.run_quick(script).decode("utf-8", "replace"), marker)

@@ -57,7 +57,15 @@ def container_look(environment: Any) -> Look | None:
 
     attrs = client.api.inspect_container(found[0]["Id"])
     host, _why = HostAccess.find(attrs)
-    return DockerLook(lambda fn, *a, **k: fn(*a, **k), client.api, found[0]["Id"], host)
+    return DockerLook(_call, client.api, found[0]["Id"], host)
+
+
+def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """An Engine API call on Harbor's container; a failure is the evidence's (said, never read as clean)."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001  the docker SDK's errors and requests' alike
+        raise SandboxError(f"the docker daemon did not answer about Harbor's container: {exc}") from exc
 
 
 class EnvironmentLook(Look):
