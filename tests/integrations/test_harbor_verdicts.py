@@ -1,8 +1,7 @@
-"""Under real Harbor, oc-repl's agent leaves what the model started running, as Harbor's own agents do: the live tasks
-(tests/fixtures/live_tasks/harbor), solved by a scripted model through oc-repl's agent, get reward 1, as Harbor's
-oracle gets on them (tests/integrations/test_live_tasks_harbor.py), with nothing held against them; and forgeries that
-Harbor's verifier cannot tell are marked `tampered` in the agent's metadata: code planted where Harbor's Python loads
-it (the target of the image's sitecustomize link), and a process left to plant a conftest.py as the tests arrive.
+"""Under real Harbor, forgeries that Harbor's verifier cannot tell are marked `tampered` in oc-repl's agent's metadata:
+code planted where Harbor's Python loads it (the target of the image's sitecustomize link), and a process left to plant
+a conftest.py as the tests arrive. (That honest solutions leaving processes running earn Harbor's own rewards is
+tests/integrations/test_live_tasks_harbor.py.)
 
 Runs in Harbor's virtualenv (skipped without Harbor), on its docker environment over compose v1, with the daemon and
 the test image.
@@ -18,7 +17,6 @@ import pytest
 
 pytest.importorskip("harbor")
 
-from tests.bench_scripts import CAMEL, route, scripted  # noqa: E402
 from tests.docker_support import answer, docker_session, exec_call  # noqa: E402
 from tests.harbor_support import AGENT, harbor_run, trial_results  # noqa: E402
 from tests.reference_harnesses import LIVE_TASKS  # noqa: E402
@@ -26,7 +24,6 @@ from tests.tasks import forgeries as f  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
 MODEL = "openai/qwen3-8b-oc"
-NAMES = ["daemon", "growing-log", "http-server", "process-by-name"]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -45,16 +42,6 @@ def run(serve: Any, script: dict, jobs: Path, tasks: Path, *args: str) -> dict[s
 
 def reward(trial: dict[str, Any]) -> float | None:
     return ((trial.get("verifier_result") or {}).get("rewards") or {}).get("reward")
-
-
-def test_oc_repls_agent_gets_reward_1_on_every_live_task_leaving_its_processes_running(serve, tmp_path):
-    tasks = LIVE_TASKS / "harbor"
-    trials = run(serve, scripted(*(route(tasks / n, CAMEL, "good") for n in NAMES)), tmp_path, tasks, "-n", "2")
-    assert {name: reward(trial) for name, trial in trials.items()} == dict.fromkeys(NAMES, 1.0), trials
-    for trial in trials.values():
-        metadata = trial["agent_result"]["metadata"]
-        assert metadata["tampered"] is False, metadata["findings"]
-        assert any(x["kind"] == "process" for x in metadata["findings"])  # named, left running
 
 
 def forged(serve: Any, tmp_path: Path, command: str) -> dict[str, Any]:
