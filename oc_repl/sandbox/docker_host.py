@@ -113,13 +113,18 @@ class HostAccess:
         answer = self._request({"op": "inspect", "read": paths}, timeout=120)
         return {p: (base64.b64decode(v) if v is not None else None) for p, v in answer["contents"].items()}
 
-    def processes(self, spare: list[str], keep: frozenset[int], channels: list[int]) -> list[Leftover]:
+    def processes(self, spare: list[str], keep: frozenset[int], idle: list[int], busy: list[int]) -> list[Leftover]:
         """Every process in the container but its first one and `spare` ("pid:start"), described while all of them
         are frozen. Marked as the sandbox's own: those of `keep` and what they run under (the protocol's terminal),
-        and oc-repl's channels (`channels`: their servers) with their idle launcher and relay."""
+        and oc-repl's channels (their servers, `idle` and `busy`) with their relay, and an idle one's launcher. A
+        busy channel's launcher is the agent's command, even before it has become it."""
         found = self._request({"op": "processes", "spare": spare}, timeout=60)["processes"]
         parents = {p["pid"]: p["parent"] for p in found}
-        own = set(channels) | {p["pid"] for p in found if p["parent"] in channels and _channel_part(p["command"])}
+        own = {*idle, *busy} | {
+            p["pid"]
+            for p in found
+            if (p["parent"] in idle and _channel_part(p["command"])) or (p["parent"] in busy and p["command"] == "cat")
+        }
         for pid in keep:
             while pid in parents and pid not in own:
                 own.add(pid)

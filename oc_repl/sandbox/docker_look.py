@@ -153,7 +153,7 @@ class ContainerVerdicts:
         container's own services); oc-repl's channels and the protocol's terminal marked as the sandbox's own."""
         idle, busy = self.channels.servers()
         if self.host is not None:
-            return self.host.processes(self.baseline, keep, [*idle, *busy])
+            return self.host.processes(self.baseline, keep, idle, busy)
         return self._leftovers(keep, stop=False)
 
     @metered

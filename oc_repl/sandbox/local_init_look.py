@@ -20,11 +20,19 @@ def _in_memfd(data):
 
 
 def walk(request, fds):
-    """Every path under the `roots` (`skip` left out, links not followed): mode, size, device, inode, mtime, ctime."""
+    """Every path under the `roots` (`skip` left out, links not followed): mode, size, device, inode, mtime, ctime.
+    A walk stays on its root's filesystem: what is mounted inside a root is either a root of its own or a part of
+    the host the sandbox sees read-only (the python oc-repl runs, under an in-memory /root), never a place to write."""
     skip = set(request.get("skip", []))
-    found, pending = {}, [r for r in request["roots"] if r not in skip]
+    pending = []
+    for root in request["roots"]:
+        try:
+            pending.append((root, os.lstat(root).st_dev))
+        except OSError:
+            continue
+    found = {}
     while pending and len(found) <= WALK_LIMIT:
-        directory = pending.pop()
+        directory, device = pending.pop()
         try:
             entries = list(os.scandir(directory))
         except OSError:
@@ -37,8 +45,8 @@ def walk(request, fds):
             except OSError:
                 continue
             found[entry.path] = (st.st_mode, st.st_size, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
-            if stat.S_ISDIR(st.st_mode):
-                pending.append(entry.path)
+            if stat.S_ISDIR(st.st_mode) and st.st_dev == device:
+                pending.append((entry.path, device))
     return {"overflow": len(found) > WALK_LIMIT}, [_in_memfd(marshal.dumps(found))]
 
 

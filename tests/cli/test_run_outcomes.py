@@ -131,10 +131,10 @@ def test_a_second_interrupt_during_cleanup_does_not_cut_it_short(serve, tmp_path
     closed = []
     original = session.close
 
-    def slow_close() -> str:  # a second Ctrl-C arrives while cleanup is under way
+    def slow_close(leave_running: bool = False) -> str:  # a second Ctrl-C arrives while cleanup is under way
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.3)
-        closed.append(original())
+        closed.append(original(leave_running))
         return closed[-1]
 
     monkeypatch.setattr(session, "close", slow_close)

@@ -114,3 +114,14 @@ def test_what_the_verifier_opens_runs_and_writes_is_seen(box):
     assert any(p.endswith("textwrap.cpython-311.pyc") or p.endswith("textwrap.py") for p in opened)
     written = box.look().files(["/tmp/w.txt"])["/tmp/w.txt"]  # type: ignore[union-attr]
     assert (written.dev, written.ino) in {tuple(w) for w in run.written}
+
+
+def test_a_command_not_yet_started_by_its_channel_is_the_agents(box):
+    box.exec("true", timeout=30)  # a channel, with its launcher waiting for the next command
+    launcher = "pgrep -f '^bash --posix -c IFS= read .* oc-repl-launch'"
+    box.exec(f"kill -STOP $({launcher})", timeout=30, user="root")  # held before it has read its command
+    box.spawn("sleep 3070", tty=False)
+    left = [p for p in box.agent_processes() if not p.own]
+    assert [p.command for p in left if "oc-repl-launch" in p.command], left
+    box.exec(f"kill -CONT $({launcher})", timeout=30, user="root")
+    assert wait_for(lambda: "sleep 3070" in [p.command for p in box.agent_processes() if not p.own])

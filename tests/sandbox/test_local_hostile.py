@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from oc_repl.errors import SandboxError, UsageError
+from oc_repl.sandbox import local_view
 from oc_repl.sandbox.limits import Limits
 from oc_repl.sandbox.local import LocalSandbox
 from tests.sandbox.test_local_sandbox import CONFINE_OK, CONFINE_REASON, gone, processes_with, run, unique_sleep
@@ -268,6 +270,18 @@ def test_limits_hold_processes_and_memory(tmp_path: Path):
         assert run(box, "echo still answering") == (0, "still answering\n")
     finally:
         box.close()
+
+
+def test_the_change_set_is_walked_where_the_sandbox_may_write_and_nowhere_else(box: LocalSandbox):
+    prefix = os.path.realpath(sys.base_prefix)
+    if not any(Path(prefix).is_relative_to(place) for place in local_view.HIDDEN):
+        pytest.skip(f"this Python ({prefix}) is not bound into a place the sandbox may write")
+    look = box.look()
+    assert look is not None
+    # the interpreter the first process runs is bound read-only inside the in-memory home: never walked
+    assert not [p for p in look.base if p.startswith(prefix + "/")]
+    run(box, "echo x > /tmp/new && echo y > made")
+    assert {(c.path, c.what) for c in look.changes()} >= {("/tmp/new", "created"), (f"{box.root}/made", "created")}
 
 
 def test_what_a_busy_sandbox_left_is_listed_process_by_process_and_then_ended(box: LocalSandbox):

@@ -58,8 +58,12 @@ def test_harbor_example_not_solved_is_unresolved(serve, tmp_path, task):
 def test_a_reward_the_agent_leaves_behind_does_not_count(serve, tmp_path):
     cheat = "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt && echo 1 > /logs/verifier/reward.json"
     proc, events = run_task(serve, tmp_path, TASKS / "fix-json-config", [exec_call(cheat), answer("Done.")])
-    assert proc.returncode == 8, proc.stderr  # and the try is held against the run
-    assert verify_of(events).reward == 0.0 and events[-1].status == "tampered"
+    assert proc.returncode == 1, proc.stderr  # the verifier's /logs/verifier is its own: the task's own verdict stands
+    verify = verify_of(events)
+    assert verify.reward == 0.0 and verify.sealed and events[-1].status == "verify_failed"
+    named = {f.path: f for f in verify.findings}
+    assert set(named) == {"/logs/verifier/reward.txt", "/logs/verifier/reward.json"}
+    assert all(f.kind == "verifier_file" and "never reached it" in f.detail for f in named.values())
 
 
 def test_the_agent_sees_neither_tests_nor_solution(serve, tmp_path):
