@@ -28,7 +28,7 @@ from oc_repl.sandbox.docker_channel import ChannelPool
 from oc_repl.sandbox.docker_container import USER_LABEL, connect, container_limits, create_container
 from oc_repl.sandbox.docker_exec import PID_DIR, WORK_SUBDIR, DockerProcess, RecordedProcess, kill_recorded
 from oc_repl.sandbox.docker_host import HostAccess
-from oc_repl.sandbox.docker_look import ContainerVerdicts
+from oc_repl.sandbox.docker_look import ContainerVerdicts, OwnExecs
 from oc_repl.sandbox.meter import CallMeter, Metered, metered
 from oc_repl.types import ExecResult, Sandbox
 
@@ -63,6 +63,7 @@ class DockerSandbox(Metered, ContainerVerdicts, Sandbox):
         self.meter = CallMeter()
         self._procs: list[RecordedProcess] = []
         self._lock = threading.Lock()
+        self.own_execs = OwnExecs()
         self.pid_dir = f"{PID_DIR}/{uuid.uuid4().hex[:12]}"
         self.expires_at = docker_lifetime.expiry(container.labels)
         # commands run as the image's user where the first process is protected (docker_container.py) and runs as
@@ -167,8 +168,9 @@ class DockerSandbox(Metered, ContainerVerdicts, Sandbox):
 
     def run_quick(self, script: str, user: str = "root") -> bytes:
         """Run `script` with sh and return its output. As root by default: kills must reach any user's processes."""
-        exec_id = self.call(self.api.exec_create, self.id, ["sh", "-c", script], user=user)["Id"]
-        return self.call(self.api.exec_start, exec_id) or b""
+        with self.own_execs.running():
+            exec_id = self.call(self.api.exec_create, self.id, ["sh", "-c", script], user=user)["Id"]
+            return self.call(self.api.exec_start, exec_id) or b""
 
     def _work_dirs(self) -> Iterator[str]:
         """The pid directories and the one under them for long commands and FIFOs, each world-writable (1777)."""

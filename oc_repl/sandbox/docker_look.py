@@ -10,7 +10,10 @@ import hashlib
 import io
 import posixpath
 import tarfile
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from oc_repl.errors import SandboxError
@@ -139,6 +142,54 @@ def run_sealed(box: DockerSandbox, job: VerifierJob) -> VerifierRun:
     )
 
 
+class OwnExecs:
+    """oc-repl's own short execs into a container (a lease's renewal, a kill, a read), kept apart from a look at the
+    container's processes: one of them running meanwhile would be listed, and ended, as the agent's. A look waits for
+    those running (a while at most: a hung one is listed rather than waited for) and holds new ones back; the look's
+    own execs, on its thread, go ahead. Those held back go before the next look: looks in a row never starve a
+    lease's renewal."""
+
+    SETTLE = 10.0  # seconds a look waits for the execs running
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._running = self._waiting = 0
+        self._looker: int | None = None
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        with self._cond:
+            self._waiting += 1
+            while self._looker not in (None, threading.get_ident()):
+                self._cond.wait()
+            self._waiting -= 1
+            counted = self._looker is None
+            self._running += counted
+        try:
+            yield
+        finally:
+            if counted:
+                with self._cond:
+                    self._running -= 1
+                    self._cond.notify_all()
+
+    @contextmanager
+    def look(self) -> Iterator[None]:
+        with self._cond:
+            while self._looker is not None or self._waiting:
+                self._cond.wait()
+            self._looker = threading.get_ident()
+            deadline = time.monotonic() + self.SETTLE
+            while self._running and (left := deadline - time.monotonic()) > 0:
+                self._cond.wait(left)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._looker = None
+                self._cond.notify_all()
+
+
 class ContainerVerdicts:
     """The docker driver's part of the verdict: the processes the agent left, their end, the verifier's run and the
     look, through oc-repl's host helper where it can run (`host`), else through the daemon and the container's sh."""
@@ -146,25 +197,28 @@ class ContainerVerdicts:
     host: HostAccess | None
     owned: bool
     baseline: list[str]
+    own_execs: OwnExecs
 
     @metered
     def agent_processes(self, keep: frozenset[int] = frozenset()) -> list[Leftover]:
         """Every process in the container but those that ran before the sandbox opened (pid 1, an attached
         container's own services); oc-repl's channels and the protocol's terminal marked as the sandbox's own."""
-        idle, busy = self.channels.servers()
-        if self.host is not None:
-            return self.host.processes(self.baseline, keep, idle, busy)
-        return self._leftovers(keep, stop=False)
+        with self.own_execs.look():
+            idle, busy = self.channels.servers()
+            if self.host is not None:
+                return self.host.processes(self.baseline, keep, idle, busy)
+            return self._leftovers(keep, stop=False)
 
     @metered
     def end_agent_processes(self) -> int:
-        if self.host is not None:
-            return self.host.end(self.baseline)
-        if self.owned:  # nothing but its first process was there before the agent: kill(-1), again until none is left
-            answer = self.run_quick(leftovers.END_ALL).decode("ascii", "replace").split()
-            return int(answer[-1]) if answer and answer[-1].isdigit() else 0
-        self._leftovers(frozenset(), stop=True)
-        return 0
+        with self.own_execs.look():
+            if self.host is not None:
+                return self.host.end(self.baseline)
+            if self.owned:  # nothing but its first process was there before the agent: kill(-1), until none is left
+                answer = self.run_quick(leftovers.END_ALL).decode("ascii", "replace").split()
+                return int(answer[-1]) if answer and answer[-1].isdigit() else 0
+            self._leftovers(frozenset(), stop=True)
+            return 0
 
     def run_verifier(self, job: VerifierJob) -> VerifierRun:
         return run_sealed(self, job) if self.host is not None else run_unsealed(self, job)

@@ -8,6 +8,7 @@ Needs root beside the docker daemon (the helper enters a container's namespaces 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -117,11 +118,23 @@ def test_what_the_verifier_opens_runs_and_writes_is_seen(box):
 
 
 def test_a_command_not_yet_started_by_its_channel_is_the_agents(box):
-    box.exec("true", timeout=30)  # a channel, with its launcher waiting for the next command
-    launcher = "pgrep -f '^bash --posix -c IFS= read .* oc-repl-launch'"
-    box.exec(f"kill -STOP $({launcher})", timeout=30, user="root")  # held before it has read its command
+    box.exec("true", timeout=30)  # a channel, with its launcher waiting for the next command (made meanwhile)
+    launcher = "pgrep -f '^(/[^ ]*/)?(setsid )?bash --posix -c IFS= read .* oc-repl-launch'"
+    held = box.exec(  # held before it has read its command
+        f"for i in $(seq 300); do p=$({launcher}) && break; sleep 0.1; done; kill -STOP $p", timeout=60, user="root"
+    )
+    assert held.exit_code == 0, held.output
     box.spawn("sleep 3070", tty=False)
     left = [p for p in box.agent_processes() if not p.own]
     assert [p.command for p in left if "oc-repl-launch" in p.command], left
     box.exec(f"kill -CONT $({launcher})", timeout=30, user="root")
     assert wait_for(lambda: "sleep 3070" in [p.command for p in box.agent_processes() if not p.own])
+
+
+def test_an_exec_of_oc_repls_own_running_meanwhile_is_not_taken_for_the_agents(box):
+    own = threading.Thread(target=box.run_quick, args=("sleep 2",))
+    own.start()
+    assert wait_for(lambda: any("sleep 2" in " ".join(p) for p in box.api.top(box.id)["Processes"]))
+    assert [p.command for p in box.agent_processes() if not p.own] == []  # it waited for the exec to end
+    own.join(30)
+    assert box.exec("echo the container lives on", timeout=30).output == b"the container lives on\n"
