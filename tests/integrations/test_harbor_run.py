@@ -109,8 +109,9 @@ def test_a_background_reward_writer_runs_beside_harbors_verifier_and_the_trial_i
     script = {"replies": [{"text": call_text("shell_exec", call)}, {"text": "<think>\n\n</think>\n\nDone."}]}
     (trial,) = run(serve, script, tmp_path, "writer")
     # Harbor's verifier runs beside what the agent left (as with its own agents): the writer still runs then, and the
-    # reward is whatever the race between it and test.sh left (Harbor's own verdict); oc-repl's says tampered
-    assert trial["exception_info"] is None
+    # reward is whatever the race between it and test.sh left (Harbor's own verdict: a reward, or a file the writer had
+    # just emptied when Harbor read it); oc-repl's says tampered
+    assert trial["exception_info"] is None or trial["exception_info"]["exception_type"] == "RewardFileEmptyError"
     assert "while :" in (Path(trial["dir"]) / "verifier" / "processes.txt").read_text()
     metadata = trial["agent_result"]["metadata"]
     assert metadata["tampered"] is True and metadata["status"] == "tampered" and metadata["exit_code"] == 8

@@ -235,7 +235,12 @@ class HarborSandbox(Sandbox):
             wait=wait,
             half=self.half,
         )
-        return HarborProcess(self, path, tty, self.report(script, marker, wait, user))
+        try:
+            return HarborProcess(self, path, tty, self.report(script, marker, wait, user))
+        except KeyboardInterrupt:  # the agent was stopped while its start waited for the end: the command stops too
+            with contextlib.suppress(SandboxError):
+                HarborProcess(self, path, tty, sh.Report("running", None, 0)).kill()
+            raise
 
     def exec(self, command: str, timeout: float, cwd: str | None = None, user: str | None = None) -> ExecResult:
         started = time.monotonic()
