@@ -92,9 +92,20 @@ def inspect(request: dict, proc: HostProc) -> dict:
     }
 
 
-def _settled(proc: HostProc, dirs: dict[str, str], within: float = 2.0) -> None:
-    """Wait (a moment at most) for execs the daemon is still starting: a `runc init` becomes the agent's command."""
+def _settled(proc: HostProc, request: dict, dirs: dict[str, str], within: float = 2.0) -> None:
+    """Wait (a moment at most) for execs the daemon is still starting: those of the request's `started` pid files
+    (each command writes its own first thing; one the daemon has not spawned yet is nowhere else), and any `runc init`,
+    which becomes the agent's command."""
     deadline = time.monotonic() + within
+    pending = list(request.get("started", []))
+    if pending:
+        root = os.open(f"{request['pid']}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=proc.fd)
+        try:
+            while pending and time.monotonic() < deadline:
+                pending = [path for path in pending if not _written(root, path)]
+                time.sleep(0.01 if pending else 0)
+        finally:
+            os.close(root)
     while time.monotonic() < deadline:
         try:
             starting = [p for p in members(dirs) if proc.text(f"{p}/cmdline").startswith("runc\0init")]
@@ -103,6 +114,18 @@ def _settled(proc: HostProc, dirs: dict[str, str], within: float = 2.0) -> None:
         if not starting:
             return
         time.sleep(0.01)
+
+
+def _written(root: int, path: str) -> bool:
+    """Whether the file at `path` inside the container (whose root is `root`) has something in it."""
+    try:
+        fd = linux.open_in_root(root, path)
+    except OSError:
+        return False
+    try:
+        return os.fstat(fd).st_size > 0
+    finally:
+        os.close(fd)
 
 
 def changes(request: dict, proc: HostProc) -> dict:
@@ -138,7 +161,7 @@ def processes(request: dict, proc: HostProc) -> dict:
     pid, spare = request["pid"], set(request.get("spare", []))
     dirs = cgroup_dirs(proc, pid)
     # read from the host's /proc: a container's process's links read as the container sees them (its root is theirs)
-    _settled(proc, dirs)
+    _settled(proc, request, dirs)
     with Frozen(dirs) as frozen:
         found = [d for d in (describe(proc, p) for p in members(dirs)) if d is not None and not _spared(d, spare)]
     return {"processes": found, "frozen": frozen.held}
@@ -149,6 +172,7 @@ def end(request: dict, proc: HostProc) -> dict:
     forks away meanwhile, round after round until none is left (or the time is up); what is left."""
     pid, spare = request["pid"], set(request.get("spare", []))
     dirs = cgroup_dirs(proc, pid)
+    _settled(proc, request, dirs)
     deadline = time.monotonic() + KILL_WITHIN
     left: list[int] = []
     held = True

@@ -22,13 +22,14 @@ The protocol, one command at a time per channel. The client writes a request: th
 header `nonce len(blob) len(cwd) len(script) len(pidfile) len(path) len(env entry)...`, those strings, the blob (the
 text of a command too long for one argument, written to `path`), and a final `.`: a request cut short is never run.
 Lengths let bash read each part with one `read -N` (a line is read a byte at a time). The server answers on stdout with
-records `RS nonce word RS LF` (RS = 0x1e): `fallback <server pid>` (nothing was started), or `ok <server pid>`, then the
-command's output, then `end <status>`. The nonce is fresh per command and never shown to it, so no output can pass for a
-record. Stdout and stderr share one pipe (arrival order is kept), a FIFO the server also holds open, relayed by a `cat`;
-both are made ready with the launcher (`ready` makes all three anew, on new FIFOs, if a command killed the `cat` or the
-launcher: the launcher is the pipe's only writer, so either death ends the `cat`). When the command has ended but a
-background child still holds the pipe after the grace, the relay is replaced by a `cat` to /dev/null (the child writes
-on unharmed, unseen, as a finished command's late output is today) and the end is reported.
+records `RS nonce word RS LF` (RS = 0x1e): `fallback <server pid>` (nothing was started), or `ok <server pid> <launcher
+pid> <its start time>`, then the command's output, then `end <status>`. The nonce is fresh per command and never shown
+to it, so no output can pass for a record. Stdout and stderr share one pipe (arrival order is kept), a FIFO the server
+also holds open, relayed by a `cat`; both are made ready with the launcher (`ready` makes all three anew, on new FIFOs,
+if a command killed the `cat` or the launcher: the launcher is the pipe's only writer, so either death ends the `cat`).
+When the command has ended but a background child still holds the pipe after the grace, the relay is replaced by a `cat`
+to /dev/null (the child writes on unharmed, unseen, as a finished command's late output is today) and the end is
+reported.
 """
 
 from __future__ import annotations
@@ -127,6 +128,7 @@ class Channel:
         self._sock.settimeout(None)  # the docker client's request timeout would end an idle channel
         self._sock.sendall(SERVER.encode() + LAUNCH.encode())
         self.server_pid: int | None = None
+        self.launcher = ""  # "pid:start" of the launcher running the command (it becomes the command), while one runs
         self.broken = False
         self._lock = threading.Lock()
         self._proc: ChannelProcess | None = None
@@ -158,11 +160,6 @@ class Channel:
         self.close()
         proc.finish(None, lost=True)
         return "lost"
-
-    @property
-    def busy(self) -> bool:
-        """A command runs through the channel (taken for one, or still running one that outran its timeout)."""
-        return self._proc is not None
 
     def close(self) -> None:
         self.broken = True
@@ -226,10 +223,11 @@ class Channel:
             self.server_pid = int(arg)
         if word == "ok":
             self._started = True
+            self.launcher = ":".join(words[2:4]) if len(words) >= 4 else ""
             self._answer_with("ok")
         elif word in ("fallback", "end"):
             proc = self._proc
-            self._proc, self._mark, self._started = None, b"", False
+            self._proc, self._mark, self._started, self.launcher = None, b"", False, ""
             # back in the pool before the caller learns of the end: its next command takes this channel
             self._pool.release(self)
             if word == "fallback":
@@ -329,13 +327,13 @@ class ChannelPool:
         for other in idle:
             other.close()
 
-    def servers(self) -> tuple[list[int], list[int]]:
-        """The pids of the live channels' servers: those waiting for a command, and those running one."""
+    def servers(self) -> tuple[list[int], list[str]]:
+        """The pids of the live channels' servers, and the launchers ("pid:start") of the commands they run: a server's
+        other children (its relay, the launcher it made ready for the next command) are the channel's own. Told by
+        the servers' own reports, never by what a process in the container calls itself."""
         with self._lock:
             channels = [c for c in self._all if c.server_pid is not None and not c.broken]
-        idle = [c.server_pid for c in channels if not c.busy]
-        busy = [c.server_pid for c in channels if c.busy]
-        return idle, busy  # type: ignore[return-value]  # filtered above
+        return [c.server_pid for c in channels], [c.launcher for c in channels if c.launcher]  # type: ignore[misc]
 
     def close(self) -> None:
         with self._lock:

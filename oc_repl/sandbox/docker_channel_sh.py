@@ -46,7 +46,7 @@ while IFS= read -r -N 8 v && IFS= read -r -N "$((10#$v))" v; do
   fi
   IFS= read -r -N 1 l && [ "$l" = . ] || break
   if [ -n "$ok" ] && cd -P -- "$cwd" 2>/dev/null && ready; then
-    say "ok $$"
+    say "ok $$ $__oc_pid"
     l="${__oc_head[*]:2}"; printf '%08d%s%s' "${#l}" "$l" "$v" >&"$q"; exec {q}<&-
     { echo "$__oc_pid" >"${__oc_vals[2]}"; } 2>/dev/null ||
       { mkdir -p -m 1777 "${__oc_dirs[@]}" && echo "$__oc_pid" >"${__oc_vals[2]}"; } 2>/dev/null

@@ -9,11 +9,16 @@ daemon alone can give (its diff, its archives) and runs the verifier unsealed.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
-import re
+import queue
+import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
 from typing import Any
 
 from oc_repl.errors import SandboxError
@@ -24,18 +29,117 @@ HELPER_MARGIN = 60.0  # seconds a helper may take beyond what it was asked to wa
 KEY_FIELDS = ("mode", "size", "dev", "ino", "mtime", "ctime", "sha256", "md5", "link", "target", "error")
 
 
-_LAUNCHER = re.compile(r"^(?:\S*/setsid )?bash --posix -c IFS= read .* oc-repl-launch( |$)", re.S)
-
-
-def _channel_part(command: str) -> bool:
-    """A channel's relay, or its launcher still waiting for a command (docker_channel_sh.py), on its way through setsid
-    or not."""
-    return command == "cat" or bool(_LAUNCHER.match(command))
-
-
 def _local_daemon() -> bool:
     host = os.environ.get("DOCKER_HOST", "")
     return not host or host.startswith("unix://")
+
+
+class HelperServer:
+    """The client's one host helper (`python -m oc_repl.hostns --serve`), started at the first request from a thread
+    of its own that lives as long as the client: the helper ends with the thread that started it (its parent-death
+    signal), so no request's thread may be that one. A helper that ended is started again at the next request."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._control: socket.socket | None = None
+
+    def _started(self) -> socket.socket:
+        with self._lock:
+            if self._control is not None:
+                return self._control
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # one message a request
+            started: queue.Queue[BaseException | None] = queue.Queue()
+
+            def keep() -> None:
+                try:
+                    proc = subprocess.Popen(
+                        [sys.executable, "-m", "oc_repl.hostns", "--serve", str(theirs.fileno())],
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        pass_fds=(theirs.fileno(),),
+                        cwd="/",
+                    )
+                except OSError as exc:
+                    started.put(exc)
+                    return
+                finally:
+                    theirs.close()
+                started.put(None)
+                proc.wait()
+                with self._lock:
+                    if self._control is ours:
+                        self._control = None
+                ours.close()
+
+            threading.Thread(target=keep, name="oc-repl-host-helper", daemon=True).start()
+            failed = started.get()
+            if failed is not None:
+                ours.close()
+                raise SandboxError(f"cannot start oc-repl's host helper: {failed}")
+            self._control = ours
+            return ours
+
+    def request(self, payload: dict[str, Any], timeout: float, pass_fds: tuple[int, ...] = ()) -> dict[str, Any]:
+        conn, theirs = socket.socketpair()
+        try:
+            try:
+                for attempt in (1, 2):  # a helper that ended meanwhile is started again, once
+                    control = self._started()
+                    try:
+                        socket.send_fds(control, [b"r"], [theirs.fileno()])
+                        break
+                    except OSError:
+                        with self._lock:
+                            if self._control is control:
+                                self._control = None
+                        if attempt == 2:
+                            raise
+            finally:
+                theirs.close()
+            deadline = time.monotonic() + timeout
+            conn.settimeout(timeout)
+            data = json.dumps(payload).encode()
+            socket.send_fds(conn, [data[:1]], list(pass_fds))  # the descriptors with the first byte, then the rest
+            conn.sendall(data[1:])
+            conn.shutdown(socket.SHUT_WR)
+            return self._answer(conn, payload["op"], deadline)
+        except OSError as exc:
+            raise SandboxError(f"oc-repl's host helper failed ({payload['op']}): {exc}") from exc
+        finally:
+            for fd in pass_fds:
+                os.close(fd)
+            conn.close()
+
+    @staticmethod
+    def _answer(conn: socket.socket, op: str, deadline: float) -> dict[str, Any]:
+        data, pid = bytearray(), 0
+        try:
+            while True:
+                conn.settimeout(max(0.001, deadline - time.monotonic()))
+                chunk = conn.recv(1 << 20)
+                if not chunk:
+                    break
+                data += chunk
+                if not pid and b"\n" in data:  # the child's pid comes first, at once
+                    head, _, rest = bytes(data).partition(b"\n")
+                    pid, data = int(head), bytearray(rest)
+        except TimeoutError:
+            if pid:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            raise SandboxError(f"oc-repl's host helper ({op}) did not answer in time") from None
+        try:
+            answer = json.loads(data) if pid else {}
+        except ValueError:
+            answer = {}
+        if not answer or "error" in answer:
+            why = answer.get("error") or "it ended without an answer"
+            raise SandboxError(f"oc-repl's host helper failed ({op}): {why}")
+        return answer
+
+
+HELPER = HelperServer()
 
 
 class HostAccess:
@@ -63,34 +167,8 @@ class HostAccess:
         return cls(pid, container_id), ""
 
     def _request(self, payload: dict[str, Any], timeout: float, pass_fds: tuple[int, ...] = ()) -> dict[str, Any]:
-        payload = {**payload, "pid": self.pid}
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "oc_repl.hostns"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=pass_fds,
-                cwd="/",
-            )
-        except OSError as exc:
-            raise SandboxError(f"cannot start oc-repl's host helper: {exc}") from exc
-        for fd in pass_fds:
-            os.close(fd)
-        try:
-            out, err = proc.communicate(json.dumps(payload).encode(), timeout=timeout + HELPER_MARGIN)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            raise SandboxError(f"oc-repl's host helper did not answer within {timeout + HELPER_MARGIN:.0f} s") from None
-        try:
-            answer = json.loads(out or b"{}")
-        except ValueError:
-            answer = {}
-        if not answer or "error" in answer:
-            why = answer.get("error") or err.decode("utf-8", "replace").strip()[-300:] or f"exit {proc.returncode}"
-            raise SandboxError(f"oc-repl's host helper failed ({payload['op']}): {why}")
-        return answer
+        """The helper's answer to one request; `pass_fds` go with it (and are closed here)."""
+        return HELPER.request({**payload, "pid": self.pid}, timeout + HELPER_MARGIN, pass_fds)
 
     def files(self, paths: list[str], digest: bool = True) -> dict[str, FileFacts]:
         answer = self._request({"op": "inspect", "paths": paths, "digest": digest}, timeout=120)
@@ -113,17 +191,18 @@ class HostAccess:
         answer = self._request({"op": "inspect", "read": paths}, timeout=120)
         return {p: (base64.b64decode(v) if v is not None else None) for p, v in answer["contents"].items()}
 
-    def processes(self, spare: list[str], keep: frozenset[int], idle: list[int], busy: list[int]) -> list[Leftover]:
+    def processes(
+        self, spare: list[str], keep: frozenset[int], servers: list[int], commands: list[str], started: list[str]
+    ) -> list[Leftover]:
         """Every process in the container but its first one and `spare` ("pid:start"), described while all of them
         are frozen. Marked as the sandbox's own: those of `keep` and what they run under (the protocol's terminal),
-        and oc-repl's channels (their servers, `idle` and `busy`) with their relay, and an idle one's launcher. A
-        busy channel's launcher is the agent's command, even before it has become it."""
-        found = self._request({"op": "processes", "spare": spare}, timeout=60)["processes"]
+        and oc-repl's channels: their `servers` and the servers' children but the launchers of the `commands` they run
+        ("pid:start": a launcher becomes the agent's command), whatever any of them calls itself. The commands of
+        `started` (their pid files) the daemon may still be starting are waited for."""
+        found = self._request({"op": "processes", "spare": spare, "started": started}, timeout=60)["processes"]
         parents = {p["pid"]: p["parent"] for p in found}
-        own = {*idle, *busy} | {
-            p["pid"]
-            for p in found
-            if (p["parent"] in idle and _channel_part(p["command"])) or (p["parent"] in busy and p["command"] == "cat")
+        own = set(servers) | {
+            p["pid"] for p in found if p["parent"] in servers and f"{p['pid']}:{p['start']}" not in commands
         }
         for pid in keep:
             while pid in parents and pid not in own:
@@ -134,8 +213,8 @@ class HostAccess:
             for p in found
         ]
 
-    def end(self, spare: list[str]) -> int:
-        return int(self._request({"op": "end", "spare": spare}, timeout=60)["left"])
+    def end(self, spare: list[str], started: list[str]) -> int:
+        return int(self._request({"op": "end", "spare": spare, "started": started}, timeout=60)["left"])
 
     def verify(self, job: dict[str, Any], limit: int) -> tuple[dict[str, Any], bytes, int]:
         """Run a sealed verifier job; its answer, its output (capped) and the bytes dropped from it."""
@@ -143,7 +222,7 @@ class HostAccess:
         buffer = CappedBuffer(limit)
         reader = OutputReader(lambda: os.read(read, 1 << 16), buffer, name="oc-repl-verifier")
         try:
-            answer = self._request({**job, "op": "verify", "output": write}, job["timeout"], pass_fds=(write,))
+            answer = self._request({**job, "op": "verify"}, job["timeout"], pass_fds=(write,))
         finally:
             reader.join(5.0)
             os.close(read)

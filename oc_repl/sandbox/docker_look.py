@@ -204,21 +204,26 @@ class ContainerVerdicts:
         """Every process in the container but those that ran before the sandbox opened (pid 1, an attached
         container's own services); oc-repl's channels and the protocol's terminal marked as the sandbox's own."""
         with self.own_execs.look():
-            idle, busy = self.channels.servers()
+            servers, commands = self.channels.servers()
             if self.host is not None:
-                return self.host.processes(self.baseline, keep, idle, busy)
+                return self.host.processes(self.baseline, keep, servers, commands, self._started())
             return self._leftovers(keep, stop=False)
 
     @metered
     def end_agent_processes(self) -> int:
         with self.own_execs.look():
             if self.host is not None:
-                return self.host.end(self.baseline)
+                return self.host.end(self.baseline, self._started())
             if self.owned:  # nothing but its first process was there before the agent: kill(-1), until none is left
                 answer = self.run_quick(leftovers.END_ALL).decode("ascii", "replace").split()
                 return int(answer[-1]) if answer and answer[-1].isdigit() else 0
             self._leftovers(frozenset(), stop=True)
             return 0
+
+    def _started(self) -> list[str]:
+        """The pid files of the commands started so far: one the daemon has not spawned yet writes its own soon."""
+        with self._lock:
+            return [proc.pidfile for proc in self._procs]
 
     def run_verifier(self, job: VerifierJob) -> VerifierRun:
         return run_sealed(self, job) if self.host is not None else run_unsealed(self, job)
@@ -228,17 +233,16 @@ class ContainerVerdicts:
 
     def _leftovers(self, keep: frozenset[int], stop: bool) -> list[Leftover]:
         """The agent's processes as a script in the container finds them (where the host helper cannot run)."""
-        idle, busy = self.channels.servers()
-        with self._lock:
-            started = [proc.pidfile for proc in self._procs]
+        servers, commands = self.channels.servers()
+        started = self._started()
         marker = leftovers.token()
         script = leftovers.script(
             marker,
             stop=stop,
             keep=keep,
-            spare=[*idle, *busy],
-            spare_children=idle,
-            spare_session_children=busy,
+            spare=servers,
+            spare_children=servers,
+            commands=commands,
             baseline=self.baseline,
             started=started,
         )

@@ -37,8 +37,7 @@ ocr_scan() {
     set -- ${s##*) }
     [ "$1" = Z ] && [ "${18}" -le 1 ] && continue
     case "$BASE" in *" $p:${20} "*) continue ;; esac
-    case "$KIDS" in *" $2 "*) continue ;; esac
-    case "$SESSION_KIDS" in *" $2 "*) [ "$4" = "$2" ] && continue ;; esac
+    case "$KIDS" in *" $2 "*) case "$CMDS" in *" $p:${20} "*) ;; *) continue ;; esac ;; esac
     new="$new$p "
   done
 }
@@ -130,7 +129,7 @@ def script(
     keep: Iterable[int] = (),
     spare: Iterable[int] = (),
     spare_children: Iterable[int] = (),
-    spare_session_children: Iterable[int] = (),
+    commands: Iterable[str] = (),
     baseline: Iterable[str] = (),
     started: Iterable[str] = (),
 ) -> str:
@@ -139,16 +138,16 @@ def script(
     `started`: pid files of commands that may still be starting (an exec the daemon has not spawned yet), waited
     for (2 s at most in all) so that none starts after the scan.
 
-    `spare`: pids never touched; `spare_children`: pids whose children are spared (a channel's idle server: its
-    launcher and relay); `spare_session_children`: pids whose children in their own session are spared (a busy server:
-    its relay, not the command it runs); `baseline`: "pid:starttime" of processes to leave alone.
+    `spare`: pids never touched; `spare_children`: pids whose children are spared (a channel's server: its relay and
+    the launcher it made ready), but for the `commands` ("pid:starttime": a launcher running a command is the agent's
+    command); `baseline`: "pid:starttime" of processes to leave alone.
     """
     values = {
         "M": marker,
         "STOP": "1" if stop else "0",
         "SPARE": _words([1, "$$", *spare]),
         "KIDS": _words(spare_children),
-        "SESSION_KIDS": _words(spare_session_children),
+        "CMDS": _words(commands),
         "BASE": _words(baseline),
         "KEEP": " ".join(str(int(p)) for p in keep),
     }

@@ -11,6 +11,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,15 +90,20 @@ def wait_for(check: Any, within: float = 30) -> bool:
 
 
 def test_a_process_whose_first_thread_ended_is_listed_and_every_process_the_agent_left_ends(box):
-    script = (
-        "import ctypes, threading, time, platform\n"
-        "threading.Thread(target=lambda: time.sleep(600)).start()\ntime.sleep(0.2)\n"
+    script = (  # its other thread says once the first one has ended
+        "import ctypes, os, threading, time, platform\n"
+        "def wait():\n"
+        "    leader = '/proc/self/task/%d/stat' % os.getpid()\n"
+        "    while open(leader).read().rsplit(') ', 1)[1][0] != 'Z': time.sleep(0.01)\n"
+        "    open('/tmp/z-ready', 'w').close(); time.sleep(600)\n"
+        "threading.Thread(target=wait).start()\n"
         "ctypes.CDLL(None).syscall(60 if platform.machine() == 'x86_64' else 93, 0)\n"
     )
     box.write_file("/opt/z.py", script.encode())
     box.exec(
         "(setsid nohup python3 /opt/z.py >/dev/null 2>&1 &); (setsid nohup sleep 3060 >/dev/null 2>&1 &)", timeout=30
     )
+    assert wait_for(lambda: box.exec("test -e /tmp/z-ready", timeout=30).exit_code == 0)
     assert wait_for(lambda: len([p for p in box.agent_processes() if not p.own]) >= 2)
     left = {p.command: p for p in box.agent_processes() if not p.own}
     assert left["python3 /opt/z.py"].threads == 2 and "sleep 3060" in left
@@ -138,3 +144,27 @@ def test_an_exec_of_oc_repls_own_running_meanwhile_is_not_taken_for_the_agents(b
     assert [p.command for p in box.agent_processes() if not p.own] == []  # it waited for the exec to end
     own.join(30)
     assert box.exec("echo the container lives on", timeout=30).output == b"the container lives on\n"
+
+
+def _helper_servers() -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and b"oc_repl.hostns\0--serve" in (entry / "cmdline").read_bytes():
+                found.add(int(entry.name))
+        except OSError:  # ended meanwhile
+            continue
+    return found
+
+
+def test_a_host_helper_that_ended_is_started_again_at_the_next_request(box):
+    facts = box.look().read(["/etc/hostname"])  # type: ignore[union-attr]
+    before = _helper_servers()
+    assert before
+    for pid in before:
+        os.kill(pid, 9)
+    deadline = time.monotonic() + 60
+    while _helper_servers() & before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert box.look().read(["/etc/hostname"]) == facts  # type: ignore[union-attr]
+    assert _helper_servers() - before
