@@ -40,11 +40,14 @@ def one(conn: socket.socket, server: int) -> None:
     if os.getppid() != server:  # the server ended before the signal was set
         os._exit(1)
     conn.sendall(f"{os.getpid()}\n".encode())
-    data, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, MAX_FDS)
-    chunks = [data]
-    while chunk := conn.recv(1 << 20):
-        chunks.append(chunk)
-    reply = answer(json.loads(b"".join(chunks)), fds)
+    try:
+        data, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, MAX_FDS)
+        chunks = [data]
+        while chunk := conn.recv(1 << 20):
+            chunks.append(chunk)
+        reply = answer(json.loads(b"".join(chunks)), fds)
+    except BaseException as exc:  # noqa: BLE001  whatever ends a request is said, not lost with the child
+        reply = {"error": f"{type(exc).__name__}: {exc} ({traceback.format_exc(limit=-2).strip()[-600:]})"}
     conn.sendall(json.dumps(reply).encode())
     conn.shutdown(socket.SHUT_WR)
 

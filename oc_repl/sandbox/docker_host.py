@@ -134,7 +134,7 @@ class HelperServer:
         except ValueError:
             answer = {}
         if not answer or "error" in answer:
-            why = answer.get("error") or "it ended without an answer"
+            why = answer.get("error") or ("it ended without an answer" if pid else "it ended before it began")
             raise SandboxError(f"oc-repl's host helper failed ({op}): {why}")
         return answer
 

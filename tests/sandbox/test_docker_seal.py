@@ -147,12 +147,15 @@ def test_an_exec_of_oc_repls_own_running_meanwhile_is_not_taken_for_the_agents(b
 
 
 def _helper_servers() -> set[int]:
+    """This process's own host helpers (never another client's: other tests' requests would die with theirs)."""
     found = set()
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and b"oc_repl.hostns\0--serve" in (entry / "cmdline").read_bytes():
+            if not entry.name.isdigit() or b"oc_repl.hostns\0--serve" not in (entry / "cmdline").read_bytes():
+                continue
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
                 found.add(int(entry.name))
-        except OSError:  # ended meanwhile
+        except (OSError, IndexError, ValueError):  # ended meanwhile
             continue
     return found
 
