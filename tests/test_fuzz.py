@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -165,7 +166,22 @@ def box(tmp_path_factory):
     sandbox.close()
 
 
-def run_once(server: FakeServer, box: LocalSandbox, folder: Path, protocol: str, script: dict, stream: bool) -> None:
+@pytest.fixture(scope="module")
+def judges() -> dict[int, Any]:
+    """The judge of the shared sandbox, taken by the first example and reused by the rest, as a shell's conversation
+    reuses its sandbox's: the baseline costs more than most examples and is not what they try."""
+    return {}
+
+
+def run_once(
+    server: FakeServer,
+    box: LocalSandbox,
+    judges: dict[int, Any],
+    folder: Path,
+    protocol: str,
+    script: dict,
+    stream: bool,
+) -> None:
     server.script, server._served = script, 0
     settings_ = validate(
         {
@@ -186,9 +202,11 @@ def run_once(server: FakeServer, box: LocalSandbox, folder: Path, protocol: str,
     transcript = TranscriptWriter(path)
     # one confined sandbox for every example: starting one costs more than most examples
     session = Session(dataclasses.replace(plan(settings_), sandboxes=Given(box)), Fanout(transcript))
+    session.judge = judges.get(id(box))
     try:
         result = session.run("do the thing")
     finally:
+        judges[id(box)] = session.judge
         session.new_conversation()
         session.client.close()
         transcript.close()
@@ -210,8 +228,8 @@ def _fuzz(protocol: str):
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
     )
     @given(script=scripts, stream=st.booleans())
-    def test(server, box, tmp_path, script, stream):
-        run_once(server, box, tmp_path, protocol, script, stream)
+    def test(server, box, judges, tmp_path, script, stream):
+        run_once(server, box, judges, tmp_path, protocol, script, stream)
 
     return test
 
