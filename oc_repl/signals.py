@@ -83,6 +83,9 @@ class Deferred:
         return any(sig in STOPS for sig in self.signals)
 
 
+_cleanups: list[Deferred] = []  # the cleanups running now, innermost last (main thread only)
+
+
 @contextmanager
 def deferred() -> Iterator[Deferred]:
     """Cleanup that must run to its end: a second Ctrl-C or a SIGTERM meanwhile is only remembered."""
@@ -92,8 +95,23 @@ def deferred() -> Iterator[Deferred]:
         return
     watched = [sig for sig in (signal.SIGINT, *STOPS, signal.SIGALRM) if signal.getsignal(sig) is not signal.SIG_IGN]
     previous = {sig: signal.signal(sig, lambda signum, frame: seen.signals.append(signum)) for sig in watched}
+    _cleanups.append(seen)
     try:
         yield seen
     finally:
+        _cleanups.remove(seen)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def interrupt(why: str) -> None:
+    """Stop as Ctrl-C stops a run, for a reason of oc-repl's own (the reader of its output is gone): also where SIGINT
+    is ignored, as in a job started in the background, whose key this is not. From a thread other than the main one
+    only a SIGINT that Python handles can do it."""
+    handled = callable(signal.getsignal(signal.SIGINT))
+    if handled or not _main_thread():
+        signal.raise_signal(signal.SIGINT)
+    elif _cleanups:
+        _cleanups[-1].signals.append(signal.SIGINT)
+    else:
+        raise KeyboardInterrupt(why)

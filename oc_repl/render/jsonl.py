@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from typing import Any, TextIO
 
+from oc_repl import signals
 from oc_repl.event_json import to_json
 
 # The wire traffic is kept in the transcript; repeating the whole history every turn would swamp readers.
@@ -37,4 +37,4 @@ class JsonlRenderer:
             # The reader of the event stream is gone (`| head -n 1`): nobody reads what the run does any more, so it
             # stops as Ctrl-C stops it (what it started is killed, the transcript is ended, exit 130).
             silence_stdout()
-            signal.raise_signal(signal.SIGINT)
+            signals.interrupt("the reader of the event stream is gone")

@@ -5,11 +5,14 @@ away stops as Ctrl-C stops it, its transcript complete."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
 
 from tests.conftest import ROOT, cli_env, run_cli
 from tests.docker_support import answer, exec_call
@@ -69,13 +72,21 @@ def test_a_run_refused_before_it_starts_leaves_no_transcript(serve, tmp_path):
     assert proc.returncode == 2 and not transcript.exists() and completed["transcript"] == ""  # it names none
 
 
-def test_a_closed_stdout_stops_a_json_run_as_ctrl_c_does(serve, tmp_path):
+@pytest.mark.parametrize("sigint", [signal.SIG_DFL, signal.SIG_IGN], ids=["foreground", "job-in-the-background"])
+def test_a_closed_stdout_stops_a_json_run_as_ctrl_c_does(serve, tmp_path, sigint):
+    # a job started with `&` inherits SIGINT ignored: the key is not its own, but a reader that is gone still stops it
     server = serve({"replies": [exec_call("sleep 0.2; echo busy")], "cycle": True})
     transcript = tmp_path / "t.jsonl"
     argv = [sys.executable, "-m", "oc_repl", "run", "--json", "--api-base", server.url, "--max-turns", "200"]
     argv += ["--loop-limit", "0", "--sandbox", f"local:{tmp_path / 'w'}", "--yes", "--transcript", str(transcript)]
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
-    proc = subprocess.Popen([*argv, "keep busy"], **pipes, env=cli_env(tmp_path), cwd=ROOT)
+    proc = subprocess.Popen(
+        [*argv, "keep busy"],
+        **pipes,
+        env=cli_env(tmp_path),
+        cwd=ROOT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
+    )
     assert proc.stdout is not None
     json.loads(proc.stdout.readline())  # `| head -n 1`
     proc.stdout.close()
