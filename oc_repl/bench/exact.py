@@ -8,7 +8,7 @@ the paired bootstrap over tasks (stats.py) is the figure that respects that a ta
 
 from __future__ import annotations
 
-from math import ceil, comb, sqrt
+from math import ceil, comb, exp, fsum, lgamma, log, sqrt
 from statistics import NormalDist
 
 LEVEL = 0.95
@@ -33,18 +33,21 @@ def wilson(successes: int, trials: int, level: float = LEVEL) -> tuple[float, fl
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def _log_comb(n: int, k: int) -> float:
+    return lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1)
+
+
 def fisher(a_successes: int, a_trials: int, b_successes: int, b_trials: int) -> float:
     """Two-sided p-value of Fisher's exact test on the 2×2 table (successes, failures) × (a, b): the chance, with
-    the margins fixed, of a table at most as likely as the one observed."""
-    successes, total = a_successes + b_successes, a_trials + b_trials
+    the margins fixed, of a table at most as likely as the one observed. The hypergeometric weights are taken in log
+    space, relative to the largest: their exact integers outgrow a float past a few hundred trials an arm."""
+    successes = a_successes + b_successes
     low, high = max(0, successes - b_trials), min(successes, a_trials)
-
-    def weight(x: int) -> int:  # the hypergeometric probability of x, times C(total, successes)
-        return comb(a_trials, x) * comb(b_trials, successes - x)
-
-    observed = weight(a_successes)
-    extreme = sum(w for x in range(low, high + 1) if (w := weight(x)) <= observed * _TIES)
-    return min(1.0, extreme / comb(total, successes))
+    logs = [_log_comb(a_trials, x) + _log_comb(b_trials, successes - x) for x in range(low, high + 1)]
+    top, observed = max(logs), logs[a_successes - low] + log(_TIES)
+    weights = [exp(w - top) for w in logs]
+    extreme = fsum(w for w, lw in zip(weights, logs, strict=True) if lw <= observed)
+    return min(1.0, extreme / fsum(weights))
 
 
 def mcnemar(only_a: int, only_b: int) -> float:

@@ -25,7 +25,9 @@ def test_wilson_intervals_are_scipys(trials):
 @pytest.mark.parametrize(
     "table",
     [(3, 267, 6, 267), (3, 267, 8, 267), (0, 5, 5, 5), (2, 5, 5, 5), (6, 15, 15, 15), (1, 1, 0, 1), (0, 10, 0, 10)]
-    + [(a, 9, b, 12) for a in range(0, 10, 3) for b in range(0, 13, 4)],
+    + [(a, 9, b, 12) for a in range(0, 10, 3) for b in range(0, 13, 4)]
+    # a real benchmark's size: 89 tasks x 6 attempts x 2 arms and beyond (exact integers outgrow a float there)
+    + [(517, 1000, 450, 1000), (267, 534, 300, 534), (5000, 10000, 5100, 10000), (9990, 10000, 9995, 10000)],
 )
 def test_fisher_p_values_are_scipys(table):
     a, n, b, m = table
