@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.report_scale import synthetic
 from oc_repl.bench.compare import arms_of, summarize
 from oc_repl.bench.results import TrialResult, read_result, trial_dir, write_result
 from oc_repl.bench.stats import bootstrap_ci, pass_at_k
@@ -196,26 +197,12 @@ def test_bench_report_prints_the_table_and_json(tmp_path):
 
 def test_a_report_and_a_compare_hold_at_a_real_benchmarks_size(tmp_path):
     # 2 arms x 1 000 trials (100 tasks x 10 attempts): the exact tests' integers outgrew a float at this size
-    tasks = [f"t{i:03}" for i in range(100)]
-    results = [
-        result(task, protocol, attempt, (i * 7 + attempt * 3) % 100 < (52 if protocol == "p" else 45))
-        for i, task in enumerate(tasks)
-        for protocol in ("p", "q")
-        for attempt in range(1, 11)
-    ]
     out = tmp_path / "b"
-    for r in results:
-        directory = trial_dir(out, r.task, r.protocol, r.attempt)
-        directory.mkdir(parents=True, exist_ok=True)
-        write_result(directory, r)
-    plan = {"tasks": [{"name": t} for t in tasks], "protocols": ["p", "q"], "k": 10, "run_options": {}}
-    (out / "bench.json").write_text(json.dumps(plan))
+    results = synthetic(out, tasks=100, attempts=10)
     report = run_cli(["bench", "report", "--json", str(out)], tmp_path)
     assert report.returncode == 0, report.stderr[-2000:]
     data = json.loads(report.stdout)
-    assert [a["resolved"] for a in data["arms"]] == [
-        sum(r.resolved for r in results if r.protocol == arm) for arm in "pq"
-    ]
+    assert [a["resolved"] for a in data["arms"]] == [sum(r.resolved for r in results if r.protocol == a) for a in "pq"]
     (comparison,) = data["comparisons"]
     assert 0 < comparison["fisher_p"] < 0.05  # 52% vs 45% over 1 000 trials each
     assert run_cli(["bench", "report", str(out)], tmp_path).returncode == 0
