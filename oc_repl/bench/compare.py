@@ -34,6 +34,17 @@ class Arm:
 
 
 @dataclass
+class TaskMove:
+    """One task whose resolved share moved between two arms."""
+
+    task: str
+    baseline: tuple[int, int]  # (resolved, trials that count)
+    other: tuple[int, int]
+    change: float  # its pass@1 in `other` less that in `baseline`
+    p_value: float  # Fisher's exact test on the task's own trials
+
+
+@dataclass
 class Comparison:
     baseline: str
     other: str
@@ -58,6 +69,7 @@ class Comparison:
     verdict: str
     gained: list[str] = field(default_factory=list)  # resolved by `other` at least once, never by `baseline`
     lost: list[str] = field(default_factory=list)  # the other way round
+    moved: list[TaskMove] = field(default_factory=list)  # every task whose rate changed, the largest change first
     method: str = METHOD
 
 
@@ -92,6 +104,10 @@ def compare(baseline: ArmStats, other: ArmStats) -> Comparison | None:
     b_n, b_c = (sum(other.per_task[t][i] for t in common) for i in (0, 1))
     gained = [t for t in common if other.per_task[t][1] and not baseline.per_task[t][1]]
     lost = [t for t in common if baseline.per_task[t][1] and not other.per_task[t][1]]
+    moved = sorted(
+        (move for t in common if (move := _move(t, baseline.per_task[t], other.per_task[t])).change),
+        key=lambda m: (-abs(m.change), m.p_value, m.task),
+    )
     fisher_p = fisher(a_c, a_n, b_c, b_n)
     single = all(baseline.per_task[t][0] == 1 and other.per_task[t][0] == 1 for t in common)
     mcnemar_p = mcnemar(len(lost), len(gained)) if single else None
@@ -126,9 +142,15 @@ def compare(baseline: ArmStats, other: ArmStats) -> Comparison | None:
         verdict="",
         gained=gained,
         lost=lost,
+        moved=moved,
     )
     comparison.verdict = verdict(comparison)
     return comparison
+
+
+def _move(task: str, baseline: tuple[int, int], other: tuple[int, int]) -> TaskMove:
+    (n1, c1), (n2, c2) = baseline, other
+    return TaskMove(task, (c1, n1), (c2, n2), c2 / n2 - c1 / n1, fisher(c1, n1, c2, n2))
 
 
 def verdict(c: Comparison) -> str:

@@ -66,8 +66,18 @@ def verdicts(summary: Summary) -> str:
             f"{c.partial_difference:+.3f} (95% CI {c.partial_ci_low:+.3f} … {c.partial_ci_high:+.3f}) on {c.tasks} "
             f"tasks; {c.method}"
         )
+        moves = rows_html(
+            f"moved-{len(items)}",
+            ["task", c.baseline, c.other, "change", "Fisher p"],
+            [
+                [m.task, "/".join(map(str, m.baseline)), "/".join(map(str, m.other)), f"{100 * m.change:+.0f} pp"]
+                + [f"{m.p_value:.2g}"]
+                for m in c.moved
+            ],
+        )
         items.append(
-            f'<li class="{kind}">{text(c.verdict)}<br><span class="note">{text(detail)}<br>{text(flips)}</span></li>'
+            f'<li class="{kind}">{text(c.verdict)}<br><span class="note">{text(detail)}<br>{text(flips)}</span>'
+            f"{moves}</li>"
         )
     return f'<ul id="comparisons">{"".join(items)}</ul>'
 

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from oc_repl.bench.compare import Arm, Summary, arms_of, run_labels, summarize
+from oc_repl.bench.compare import Arm, Summary, TaskMove, arms_of, run_labels, summarize
 from oc_repl.bench.exact import LEVEL
 from oc_repl.bench.pertask import BUCKETS, analyse
 from oc_repl.bench.results import TrialResult, load_results
@@ -25,6 +25,8 @@ from oc_repl.outcome import FAILURE_MODES, infrastructure_mode
 from oc_repl.render.human import UNWRAPPED
 from oc_repl.render.sanitize import sanitize
 from oc_repl.safejson import BadInput
+
+MOVES_SHOWN = 10  # tasks named per comparison in the text; the JSON and the HTML have them all
 
 
 def load_bench(out: Path) -> tuple[list[TrialResult], dict[str, Any]]:
@@ -163,7 +165,16 @@ def comparison_lines(summary: Summary) -> list[str]:
         )
         lines.append(f"  gained (resolved only by {c.other}): {', '.join(c.gained) or 'none'}")
         lines.append(f"  lost (resolved only by {c.baseline}): {', '.join(c.lost) or 'none'}")
+        shown = c.moved[:MOVES_SHOWN]
+        more = f"; {len(c.moved) - len(shown)} more moved less" if len(c.moved) > len(shown) else ""
+        said = "; ".join(move_words(m) for m in shown) or "none"
+        lines.append(f"  moved most ({c.baseline} → {c.other}, per task): {said}{more}")
     return lines
+
+
+def move_words(m: TaskMove) -> str:
+    (c1, n1), (c2, n2) = m.baseline, m.other
+    return f"{sanitize(m.task)} {c1}/{n1} → {c2}/{n2} ({100 * m.change:+.0f} pp, Fisher p = {m.p_value:.2g})"
 
 
 def infra_lines(summary: Summary, results: list[TrialResult]) -> list[str]:

@@ -240,3 +240,31 @@ def test_bench_without_a_daemon_is_one_clear_error(tmp_path):
     proc = run_cli(["bench", str(ROOT / "examples" / "tasks"), "--out", str(tmp_path / "o")], tmp_path, env=env)
     assert proc.returncode == 6 and "DOCKER_HOST=unix:///nonexistent.sock" in " ".join(proc.stderr.split())
     assert not (tmp_path / "o").exists()  # nothing recorded: no trial failed, none ran
+
+
+def test_compare_lists_each_task_whose_rate_moved_not_only_the_flips(tmp_path):
+    # a: 1/4 -> 4/4 (no flip: both solved it at least once); b: 2/4 both times; c: 0/4 -> 1/4 (a flip, and a move)
+    runs = {"A": {"a": 1, "b": 2, "c": 0}, "B": {"a": 4, "b": 2, "c": 1}}
+    for run, solved in runs.items():
+        out = tmp_path / run
+        for task, n in solved.items():
+            for attempt in range(1, 5):
+                directory = trial_dir(out, task, "p", attempt)
+                directory.mkdir(parents=True, exist_ok=True)
+                write_result(directory, result(task, "p", attempt, attempt <= n))
+        plan = {"tasks": [{"name": t} for t in solved], "protocols": ["p"], "k": 4, "run_options": {}}
+        (out / "bench.json").write_text(json.dumps(plan))
+    dirs = [str(tmp_path / "A"), str(tmp_path / "B")]
+    data = json.loads(run_cli(["bench", "compare", "--json", *dirs], tmp_path).stdout)
+    (c,) = data["comparisons"]
+    assert c["gained"] == ["c"] and c["lost"] == []
+    assert [(m["task"], m["baseline"], m["other"]) for m in c["moved"]] == [
+        ("a", [1, 4], [4, 4]),
+        ("c", [0, 4], [1, 4]),
+    ]
+    assert c["moved"][0]["change"] == 0.75 and 0.1 < c["moved"][0]["p_value"] < 0.2  # Fisher: 1/4 vs 4/4, p = 0.14
+    text = " ".join(run_cli(["bench", "compare", *dirs], tmp_path).stdout.split())
+    assert "a 1/4 → 4/4 (+75 pp" in text and "c 0/4 → 1/4 (+25 pp" in text and "b 2/4" not in text
+    page = tmp_path / "c.html"
+    assert run_cli(["bench", "compare", "--html", str(page), *dirs], tmp_path).returncode == 0
+    assert "<td>a</td><td>1/4</td><td>4/4</td><td>+75 pp</td>" in page.read_text()
