@@ -4,8 +4,9 @@ Two arms are compared on the tasks both ran: the mean over those tasks of the di
 (and of their mean partial score), with a 95% interval from a paired bootstrap over tasks (pairing takes each task's
 difficulty out of the difference); an exact test on the trials (Fisher's), or on the tasks when each has one trial
 per arm (McNemar's, on the tasks only one of them solved); the tasks that flip either way; and a verdict in words
-that says, when the difference is not separable, how large one would have to be to be seen with 80% power, and how
-many trials per task would separate the one observed.
+that says, when the difference is not separable, how large a rise and a fall would have to be to be seen with 80% power
+at these sizes (power.py: exact, the ceiling and floor respected), and how many trials per task would separate the one
+observed.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from oc_repl.bench.exact import ALPHA, POWER, detectable, fisher, mcnemar, trials_needed
+from oc_repl.bench.exact import ALPHA, POWER, fisher, mcnemar, trials_needed
+from oc_repl.bench.power import detectable
 from oc_repl.bench.results import TrialResult
 from oc_repl.bench.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, ArmStats, arm_stats, bootstrap_ci, mean
 
@@ -64,7 +66,10 @@ class Comparison:
     fisher_p: float
     mcnemar_p: float | None  # with one trial per task and arm
     separable: bool
-    detectable_pp: float  # the smallest rise above the baseline 80% power would see, in percentage points
+    # the smallest rise above the baseline's rate, and fall below it, that 80% power sees at these sizes, in
+    # percentage points; None where none is (near 100% no rise may be)
+    detectable_pp: float | None
+    detectable_fall_pp: float | None
     trials_per_task_needed: int | None  # to separate the observed difference (None: none was observed)
     verdict: str
     gained: list[str] = field(default_factory=list)  # resolved by `other` at least once, never by `baseline`
@@ -137,7 +142,8 @@ def compare(baseline: ArmStats, other: ArmStats) -> Comparison | None:
         fisher_p=fisher_p,
         mcnemar_p=mcnemar_p,
         separable=p < ALPHA,
-        detectable_pp=100 * detectable(p1, min(a_n, b_n)),
+        detectable_pp=_pp(detectable(p1, a_n, b_n)),
+        detectable_fall_pp=_pp(detectable(p1, a_n, b_n, rise=False)),
         trials_per_task_needed=None if needed is None else -(-needed // len(common)),
         verdict="",
         gained=gained,
@@ -146,6 +152,10 @@ def compare(baseline: ArmStats, other: ArmStats) -> Comparison | None:
     )
     comparison.verdict = verdict(comparison)
     return comparison
+
+
+def _pp(share: float | None) -> float | None:
+    return None if share is None else 100 * share
 
 
 def _move(task: str, baseline: tuple[int, int], other: tuple[int, int]) -> TaskMove:
@@ -170,10 +180,15 @@ def verdict(c: Comparison) -> str:
                 "holds zero: more tasks would tell whether it holds beyond these"
             )
         return words
-    words = (
-        f"{said}: not separable at this sample size: a difference below {c.detectable_pp:.1f} pp cannot be detected "
-        f"with {100 * POWER:.0f}% power"
+    rise = "no rise" if c.detectable_pp is None else f"a rise of {c.detectable_pp:.1f} pp or more"
+    fall = "no fall" if c.detectable_fall_pp is None else f"a fall of {c.detectable_fall_pp:.1f} pp or more"
+    seen = (
+        f"Fisher's test on {c.baseline_trials} and {c.other_trials} trials sees {rise}, and {fall}, with "
+        f"{100 * POWER:.0f}% power"
     )
+    if c.detectable_pp is None and c.detectable_fall_pp is None:
+        seen = f"Fisher's test on {c.baseline_trials} and {c.other_trials} trials sees no difference with 80% power"
+    words = f"{said}: not separable at this sample size: {seen}"
     if c.trials_per_task_needed is None:
         return f"{words}; no difference was observed at all"
     return f"{words}; you would need about {c.trials_per_task_needed} trials per task to separate {observed:+.1f} pp"

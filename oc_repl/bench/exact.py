@@ -1,6 +1,6 @@
 """The small statistics a comparison of checkpoints needs, computed exactly (integers where they can be) with the
-standard library alone: Wilson score intervals, Fisher's exact test, the exact McNemar test, and the power of a
-two-proportion test (the smallest difference it detects, the trials it needs).
+standard library alone: Wilson score intervals, Fisher's exact test, the exact McNemar test, and the trials a
+two-proportion test needs to see a difference (the power of Fisher's test itself is power.py's).
 
 Trials are treated as independent draws in Fisher's test and in the power figures, as the checkpoints' authors do;
 the paired bootstrap over tasks (stats.py) is the figure that respects that a task's trials are alike.
@@ -67,23 +67,6 @@ def _trials_for(p1: float, p2: float, alpha: float = ALPHA, power: float = POWER
     pooled = (p1 + p2) / 2
     spread = _z(1 - alpha / 2) * sqrt(2 * pooled * (1 - pooled)) + _z(power) * sqrt(p1 * (1 - p1) + p2 * (1 - p2))
     return spread * spread / (p1 - p2) ** 2
-
-
-def detectable(rate: float, trials: int) -> float:
-    """The smallest rise above `rate` that `trials` per arm detect with 80% power at the 5% level (1 - rate when
-    not even a rise to 1 would be)."""
-    if trials <= 0 or rate >= 1:
-        return 1.0 - min(rate, 1.0)
-    low, high = rate, 1.0
-    if _trials_for(rate, high) > trials:
-        return 1.0 - rate
-    for _ in range(60):
-        mid = (low + high) / 2
-        if _trials_for(rate, mid) > trials:
-            low = mid
-        else:
-            high = mid
-    return high - rate
 
 
 def trials_needed(p1: float, p2: float) -> int | None:

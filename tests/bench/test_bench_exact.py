@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from oc_repl.bench.compare import Arm, arms_of, summarize
-from oc_repl.bench.exact import detectable, fisher, mcnemar, trials_needed, wilson
+from oc_repl.bench.exact import fisher, mcnemar, trials_needed, wilson
 from oc_repl.bench.results import TrialResult
 from oc_repl.bench.stats import arm_stats, bootstrap_ci, bootstrap_ratio_ci
 from oc_repl.outcome import Status, infrastructure_mode
@@ -50,19 +50,16 @@ def test_the_published_figures_reproduce():
     assert high_1 > low_3  # the two intervals overlap: pass@1 1.12% and 3.00% are not told apart at n = 267
 
 
-def test_the_detectable_difference_has_80_percent_power():
+def test_the_trials_needed_give_the_two_proportion_test_80_percent_power():
     norm = stats.norm
-    for rate, n in [(0.0112, 267), (0.3, 40), (0.5, 100), (0.05, 1000)]:
-        d = detectable(rate, n)
-        p2 = rate + d
+    for rate, p2, n in [(0.0112, 0.0562, 267), (0.3, 0.6, 40), (0.5, 0.7, 100), (0.05, 0.08, 1000)]:
+        needed = trials_needed(rate, p2)
         pooled = (rate + p2) / 2
-        z = (d * n**0.5 - norm.ppf(0.975) * (2 * pooled * (1 - pooled)) ** 0.5) / (
+        z = ((p2 - rate) * needed**0.5 - norm.ppf(0.975) * (2 * pooled * (1 - pooled)) ** 0.5) / (
             rate * (1 - rate) + p2 * (1 - p2)
         ) ** 0.5
-        assert norm.cdf(z) == pytest.approx(0.80, abs=1e-6)
-        assert trials_needed(rate, p2) in (n, n + 1)
+        assert norm.cdf(z) == pytest.approx(0.80, abs=0.01), (rate, p2, n)
     assert trials_needed(0.2, 0.2) is None
-    assert detectable(0.9, 3) == pytest.approx(0.1)  # not even a rise to 1 is seen with three trials
 
 
 def test_the_bootstrap_keeps_a_tasks_trials_together():
@@ -162,7 +159,9 @@ def test_a_difference_is_separable_with_enough_trials_and_not_with_few():
     assert (c.gained, c.lost) == (["t2", "t3"], ["t6"])
     assert c.mcnemar_p == pytest.approx(stats.binomtest(1, 3, 0.5).pvalue) and c.test.startswith("exact McNemar")
     assert not c.separable and "not separable at this sample size" in c.verdict
-    assert f"below {c.detectable_pp:.1f} pp cannot be detected with 80% power" in c.verdict
+    # three of six against four of six: not even a rise to 100% or a fall to 0% is seen with 80% power at six trials
+    assert (c.baseline_trials, c.detectable_pp, c.detectable_fall_pp) == (6, None, None)
+    assert "Fisher's test on 6 and 6 trials sees no difference with 80% power" in c.verdict
     assert f"about {c.trials_per_task_needed} trials per task" in c.verdict
     many = summarize(arms_of(arms_with(RATES, 20), {"protocols": ["a", "b"]}))
     (c,) = many.comparisons
