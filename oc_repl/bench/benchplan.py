@@ -41,7 +41,7 @@ def write_plan(
                 )
     plan = {
         "version": __version__,
-        "tasks": [{"name": t.name, "path": str(t.path), "format": t.format} for t in tasks],
+        "tasks": [{"name": t.name, "path": str(t.path), "format": t.format, "sha256": t.content_hash()} for t in tasks],
         "protocols": list(options),
         "k": k,
         "run_options": {**before, **options},
@@ -52,14 +52,31 @@ def write_plan(
 
 
 def _changes(before: dict[str, Any], now: dict[str, Any]) -> str:
-    """The settings that differ between two records of a protocol's run options (an unnamed one has its default)."""
-    changes = []
+    return ", ".join(f"{flag} was {was}, now {is_}" for flag, was, is_ in setting_differences(before, now))
+
+
+def setting_differences(before: dict[str, Any], now: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """The settings (flag, one value, the other) that differ between two records of run options (an unnamed one has
+    its default)."""
+    found = []
     for name, option in OPTIONS.items():
         default = str(option.default) if isinstance(option.default, Path) else option.default
         was, is_ = before.get(name, default), now.get(name, default)
         if name not in KEY and was != is_:
-            changes.append(f"{option.flag} was {was}, now {is_}")
-    return ", ".join(changes)
+            found.append((option.flag, was, is_))
+    return found
+
+
+def arm_options(plan: dict[str, Any], label: str) -> dict[str, Any]:
+    """The run options a plan records for one of its arms, as data ({} when it records none)."""
+    recorded = (plan.get("run_options") or {}).get(label)
+    return _recorded(recorded) if isinstance(recorded, dict | list) else {}
+
+
+def task_hashes(plan: dict[str, Any]) -> dict[str, str]:
+    """Each planned task's content hash, where the plan records one (benches before it did not)."""
+    tasks = [t for t in plan.get("tasks") or [] if isinstance(t, dict)]
+    return {str(t["name"]): str(t["sha256"]) for t in tasks if t.get("name") and t.get("sha256")}
 
 
 def _recorded(options: dict[str, Any] | list[str]) -> dict[str, Any]:

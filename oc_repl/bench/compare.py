@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from oc_repl.bench.benchplan import arm_options, setting_differences, task_hashes
 from oc_repl.bench.exact import ALPHA, POWER, fisher, mcnemar, trials_needed
 from oc_repl.bench.power import detectable
 from oc_repl.bench.results import TrialResult
@@ -33,6 +34,8 @@ class Arm:
     planned_tasks: list[str] = field(default_factory=list)
     k: int = 0
     run: str = ""
+    options: dict[str, Any] = field(default_factory=dict)  # the run options its plan records
+    task_hashes: dict[str, str] = field(default_factory=dict)  # task -> content hash, where the plan records one
 
 
 @dataclass
@@ -75,6 +78,8 @@ class Comparison:
     gained: list[str] = field(default_factory=list)  # resolved by `other` at least once, never by `baseline`
     lost: list[str] = field(default_factory=list)  # the other way round
     moved: list[TaskMove] = field(default_factory=list)  # every task whose rate changed, the largest change first
+    settings_differ: list[str] = field(default_factory=list)  # "--flag: baseline's vs other's", the arm's own aside
+    tasks_differ: list[str] = field(default_factory=list)  # common tasks whose content differs between the two
     method: str = METHOD
 
 
@@ -149,9 +154,16 @@ def compare(baseline: ArmStats, other: ArmStats) -> Comparison | None:
         gained=gained,
         lost=lost,
         moved=moved,
+        settings_differ=[f"{flag}: {a} vs {b}" for flag, a, b in setting_differences(baseline.options, other.options)],
+        tasks_differ=[t for t in common if _hash_differs(baseline, other, t)],
     )
     comparison.verdict = verdict(comparison)
     return comparison
+
+
+def _hash_differs(baseline: ArmStats, other: ArmStats, task: str) -> bool:
+    a, b = baseline.task_hashes.get(task), other.task_hashes.get(task)
+    return a is not None and b is not None and a != b
 
 
 def _pp(share: float | None) -> float | None:
@@ -197,7 +209,11 @@ def verdict(c: Comparison) -> str:
 def summarize(arms: Sequence[Arm], count_infra: bool = False, consecutive: bool = False) -> Summary:
     """Each arm's numbers, and each arm against the first (or, `consecutive`, against the one before it: a sweep
     over checkpoints in order)."""
-    stats = [arm_stats(a.label, a.trials, a.planned_tasks, a.k, count_infra, a.run) for a in arms if a.trials]
+    stats = []
+    for a in arms:
+        if a.trials:
+            stats.append(arm_stats(a.label, a.trials, a.planned_tasks, a.k, count_infra, a.run))
+            stats[-1].options, stats[-1].task_hashes = a.options, a.task_hashes
     pairs = zip(stats, stats[1:], strict=False) if consecutive else ((stats[0], s) for s in stats[1:])
     comparisons = [c for baseline, other in pairs if (c := compare(baseline, other)) is not None]
     tasks = sorted({t.task for a in arms for t in a.trials})
@@ -211,7 +227,11 @@ def arms_of(results: list[TrialResult], plan: dict[str, Any], run: str = "", pre
     grouped: dict[str, list[TrialResult]] = {label: [] for label in plan.get("protocols") or ()}
     for result in results:
         grouped.setdefault(result.label, []).append(result)
-    return [Arm(prefix + label, trials, planned_tasks, k, run) for label, trials in grouped.items()]
+    hashes = task_hashes(plan)
+    return [
+        Arm(prefix + label, trials, planned_tasks, k, run, arm_options(plan, label), hashes)
+        for label, trials in grouped.items()
+    ]
 
 
 def run_labels(dirs: Sequence[Path]) -> list[str]:

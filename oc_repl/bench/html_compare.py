@@ -10,7 +10,7 @@ from typing import Any
 
 from oc_repl.bench.compare import Summary
 from oc_repl.bench.pertask import BUCKETS, TaskReport
-from oc_repl.bench.report import pass_columns, with_interval
+from oc_repl.bench.report import differ_lines, pass_columns, with_interval
 from oc_repl.private import make_dirs, write_atomic
 from oc_repl.render.sanitize import sanitize
 
@@ -76,8 +76,9 @@ def verdicts(summary: Summary) -> str:
             ],
         )
         items.append(
-            f'<li class="{kind}">{text(c.verdict)}<br><span class="note">{text(detail)}<br>{text(flips)}</span>'
-            f"{moves}</li>"
+            f'<li class="{kind}">{text(c.verdict)}<br><span class="note">{text(detail)}<br>{text(flips)}'
+            + "".join(f"<br>{text(line)}" for line in differ_lines(c))
+            + f"</span>{moves}</li>"
         )
     return f'<ul id="comparisons">{"".join(items)}</ul>'
 

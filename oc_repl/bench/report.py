@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from oc_repl.bench.compare import Arm, Summary, TaskMove, arms_of, run_labels, summarize
+from oc_repl.bench.compare import Arm, Comparison, Summary, TaskMove, arms_of, run_labels, summarize
 from oc_repl.bench.exact import LEVEL
 from oc_repl.bench.pertask import BUCKETS, analyse
 from oc_repl.bench.results import TrialResult, load_results
@@ -49,8 +49,11 @@ def load_summary(out: Path, count_infra: bool = False) -> tuple[Summary, list[Tr
     return summarize(arms_of(results, plan, run=str(out)), count_infra), results, plan
 
 
-def load_runs(dirs: Sequence[Path], count_infra: bool = False, consecutive: bool = False) -> Summary:
-    """Every arm of every directory, labelled by its directory (and its own label when a directory has several)."""
+def load_runs(
+    dirs: Sequence[Path], count_infra: bool = False, consecutive: bool = False, different_tasks: bool = False
+) -> Summary:
+    """Every arm of every directory, labelled by its directory (and its own label when a directory has several).
+    Runs of a task whose content differs between them are refused unless `different_tasks`."""
     arms: list[Arm] = []
     for label, out in zip(run_labels(dirs), dirs, strict=True):
         results, plan = load_bench(out)
@@ -60,7 +63,14 @@ def load_runs(dirs: Sequence[Path], count_infra: bool = False, consecutive: bool
         arms.extend(found)
     if len(arms) < 2:
         raise UsageError("a comparison needs two arms or more", hint="name two bench directories, or one with two arms")
-    return summarize(arms, count_infra, consecutive)
+    summary = summarize(arms, count_infra, consecutive)
+    differ = sorted({t for c in summary.comparisons for t in c.tasks_differ})
+    if differ and not different_tasks:
+        raise UsageError(
+            f"the runs ran different versions of {len(differ)} tasks: {', '.join(map(sanitize, differ))}",
+            hint="compare runs of the same task contents, or pass --allow-different-tasks (they are named then)",
+        )
+    return summary
 
 
 def pass_columns(summary: Summary) -> list[int]:
@@ -169,6 +179,17 @@ def comparison_lines(summary: Summary) -> list[str]:
         more = f"; {len(c.moved) - len(shown)} more moved less" if len(c.moved) > len(shown) else ""
         said = "; ".join(move_words(m) for m in shown) or "none"
         lines.append(f"  moved most ({c.baseline} → {c.other}, per task): {said}{more}")
+        lines.extend(f"  {line}" for line in differ_lines(c))
+    return lines
+
+
+def differ_lines(c: Comparison) -> list[str]:
+    """What the two arms of a comparison did not share: settings, and task contents."""
+    lines = []
+    if c.settings_differ:
+        lines.append(f"run with different settings ({c.baseline} vs {c.other}): {'; '.join(c.settings_differ)}")
+    if c.tasks_differ:
+        lines.append(f"tasks whose content differs between the two: {', '.join(map(sanitize, c.tasks_differ))}")
     return lines
 
 

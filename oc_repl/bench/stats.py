@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from math import comb
+from typing import Any
 
 from oc_repl.bench.exact import LEVEL, wilson
 from oc_repl.bench.results import TrialResult
@@ -112,6 +113,8 @@ class ArmStats:
     per_task_partial: dict[str, float]  # task -> sum of the partial scores of its trials that count
     infra_errors: dict[str, str] = field(default_factory=dict)  # failure mode -> the last error it ended with
     run: str = ""  # the bench directory it comes from
+    options: dict[str, Any] = field(default_factory=dict)  # the run options its plan records for it
+    task_hashes: dict[str, str] = field(default_factory=dict)  # task -> its content hash, where recorded
 
 
 def _in_order(found: Counter[str]) -> dict[str, int]:

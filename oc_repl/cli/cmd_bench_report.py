@@ -80,16 +80,28 @@ def report(out: Path, html_file: Path | None, as_json: bool, count_infra: bool) 
 @click.option("--json", "as_json", is_flag=True, help="The numbers as JSON on stdout instead of the tables.")
 @click.option("--count-infra", is_flag=True, help=COUNT_INFRA_HELP)
 @click.option("--sweep", is_flag=True, help="The runs are checkpoints in order: compare each with the one before it.")
-def compare_runs(dirs: tuple[Path, ...], html_file: Path | None, as_json: bool, count_infra: bool, sweep: bool) -> None:
+@click.option(
+    "--allow-different-tasks",
+    is_flag=True,
+    help="Compare runs although a task's content (instruction, tests, environment) differs between them.",
+)
+def compare_runs(
+    dirs: tuple[Path, ...],
+    html_file: Path | None,
+    as_json: bool,
+    count_infra: bool,
+    sweep: bool,
+    allow_different_tasks: bool,
+) -> None:
     """Compare runs (bench directories: checkpoints, servers, settings), or the arms of one: each one's pass@1
     (Wilson 95% interval), pass@k and mean partial score (bootstrap interval); each against the first (or, --sweep,
-    the one before) on their common tasks: the paired difference, an exact test, the tasks that flip, and whether
-    the difference is separable at this sample size."""
+    the one before) on their common tasks: the paired difference, an exact test, the tasks that flip or moved, the
+    settings and task contents that differ, and whether the difference is separable at this sample size."""
     from oc_repl.bench.report import load_runs, print_compare
     from oc_repl.errors import OcReplError
 
     try:
-        summary = load_runs(list(dirs), count_infra, consecutive=sweep)
+        summary = load_runs(list(dirs), count_infra, consecutive=sweep, different_tasks=allow_different_tasks)
         if as_json:
             click.echo(json.dumps(summary.to_dict(), indent=1))
         else:

@@ -7,6 +7,8 @@ that judges it after the agent); `find_tasks(paths)` expands folders of task dir
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
 Format = Literal["terminal-bench", "harbor"]
 Network = Literal["none", "public"]  # no network at all, or the daemon's bridge where it has one
 SPEC_FILES: dict[str, Format] = {"task.toml": "harbor", "task.yaml": "terminal-bench"}
+SOLUTIONS = ("solution.sh", "solution", "solution.yaml")  # the reference solutions: no trial sees them
 
 
 @dataclass
@@ -38,6 +41,19 @@ class TaskDir:
     memory_mb: int | None = None
     verifier_user: str = "root"
     network: Network = "none"  # what the format declares for the agent's container (see `task_network`)
+
+    def content_hash(self) -> str:
+        """sha256 over what a trial of this task meets: every file of its directory (the instruction, the tests, the
+        environment) by its relative path, links by their target; the solutions aside, which no trial sees."""
+        digest = hashlib.sha256()
+        for path in sorted(self.path.rglob("*")):
+            relative = path.relative_to(self.path)
+            if relative.parts[0] in SOLUTIONS or not (path.is_symlink() or path.is_file()):
+                continue
+            data = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
+            digest.update(f"{relative.as_posix()}\0{'link' if path.is_symlink() else 'file'}\0{len(data)}\0".encode())
+            digest.update(data)
+        return digest.hexdigest()
 
     def verifier(self) -> Verifier:
         """What judges a run of this task once the agent is done (in the image's WORKDIR)."""
