@@ -45,7 +45,7 @@ def test_show_shows_the_good_lines_and_ends_a_bad_one_with_a_clear_error(tmp_pat
     path = transcript_with(tmp_path, bad)
     proc = run_cli(["show", str(path)], tmp_path, process=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
-    assert proc.stderr.count("turn 1/2") == 2
+    assert proc.stdout.count("turn 1/2") == 2
     (named,) = [line for line in proc.stderr.splitlines() if f"{path}:3:" in line]
     assert told in named and len(named) < 400
 

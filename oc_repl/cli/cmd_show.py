@@ -1,4 +1,4 @@
-"""`oc-repl show TRANSCRIPT`: a saved transcript rendered as the run showed it.
+"""`oc-repl show TRANSCRIPT`: a saved transcript rendered as the run showed it, on stdout.
 
 A viewer shows what it can: every good line is shown, every bad one is named (file and line) on stderr, and any bad
 line makes the exit status 2. A last line without its newline is what a killed run leaves: it is named, not an error.
@@ -18,11 +18,11 @@ LISTED = 10  # bad lines named one by one; the rest are counted
 
 
 def show_transcript(transcript: Path) -> int:
-    from oc_repl.render.human import HumanRenderer
+    from oc_repl.render.human import HumanRenderer, make_console
     from oc_repl.render.sanitize import sanitize
     from oc_repl.transcript import numbered_events
 
-    render = HumanRenderer()
+    render = HumanRenderer(make_console(stderr=False))  # the rendering is what was asked for: stdout, for `| less`
     bad: list[BadInput] = []
     shown = 0
     try:

@@ -208,7 +208,7 @@ def test_show_refuses_a_file_that_is_no_transcript_and_shows_the_task(serve, tmp
     transcript = tmp_path / "t.jsonl"
     run_cli(base_args(server, tmp_path / "w", "--transcript", str(transcript), "make hello please"), tmp_path)
     shown = run_cli(["show", str(transcript)], tmp_path)
-    assert shown.returncode == 0 and "make hello please" in shown.stderr
+    assert shown.returncode == 0 and "make hello please" in shown.stdout
 
 
 def test_a_missing_config_file_and_an_empty_verify_file_are_usage_errors(serve, tmp_path):

@@ -86,5 +86,5 @@ def test_show_shows_every_good_line_and_names_each_bad_one(tmp_path: Path):
     path.write_bytes(good.encode() + b'\n{"type":"bogus"}\n\xff\xfe\n' + good.encode() + b"\n")
     proc = run_cli(["show", str(path)], tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.count("turn 1/2") == 2
+    assert proc.stdout.count("turn 1/2") == 2 and "turn 1/2" not in proc.stderr  # the rendering on stdout
     assert f"{path}:2: not an oc-repl event" in proc.stderr and f"{path}:3: not UTF-8" in proc.stderr

@@ -26,7 +26,7 @@ def test_a_refused_write_is_shown_as_failed_with_its_reason_everywhere(serve, tm
     [completed] = _items(transcript, "item.completed")
     assert completed["status"] == "failed" and completed["reason"]
     reason_start = completed["reason"].splitlines()[0][:40]
-    shown = run_cli(["show", str(transcript)], tmp_path).stderr
+    shown = run_cli(["show", str(transcript)], tmp_path).stdout
     page = tmp_path / "transcript.html"
     render_transcript(transcript, page)
     for text in (proc.stderr, shown, page.read_text()):

@@ -90,7 +90,7 @@ def hostile_transcript(tmp_path):
 def test_show_renders_every_hidden_character_visibly(tmp_path):
     proc = run_cli(["show", str(hostile_transcript(tmp_path))], tmp_path)
     assert proc.returncode == 0, proc.stderr
-    shown = proc.stderr
+    shown = proc.stdout
     assert not any(char in shown for char in RAW)
     for text in ("\\x1b]0;x; id > /tmp/oc-osc-ran ;\\x07", "\\x1bP ; id > /tmp/oc-dcs-ran ; \\x1b\\", "\\u202etxt.sh"):
         assert text in shown
