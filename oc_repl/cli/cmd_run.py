@@ -87,14 +87,20 @@ def run_command(settings: RunSettings, instruction: str, attempts: int = 1) -> i
             sys.stdout.write(answer + "\n")
         sys.stdout.flush()
     except BrokenPipeError:
-        from oc_repl.render.jsonl import silence_stdout
+        from oc_repl.render.jsonl import silence
 
-        silence_stdout()
-    if not settings.json_output:
-        if attempts > 1:
-            sys.stderr.write(f"attempt {result.attempt} of at most {attempts}: {result.status}\n")
-        if not refused:
-            sys.stderr.write(f"transcript: {transcript.path}  (replay: oc-repl show {transcript.path})\n")
+        silence(sys.stdout)
+    try:  # a reader of stderr that is gone (`2>&1 | head -3`) does not change how the run ended
+        if not settings.json_output:
+            if attempts > 1:
+                sys.stderr.write(f"attempt {result.attempt} of at most {attempts}: {result.status}\n")
+            if not refused:
+                sys.stderr.write(f"transcript: {transcript.path}  (replay: oc-repl show {transcript.path})\n")
+        sys.stderr.flush()
+    except BrokenPipeError:
+        from oc_repl.render.jsonl import silence
+
+        silence(sys.stderr)
     return result.exit_code
 
 

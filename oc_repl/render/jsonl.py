@@ -13,11 +13,11 @@ from oc_repl.event_json import to_json
 SKIPPED_TYPES = {"request.sent", "response.received"}
 
 
-def silence_stdout() -> None:
-    """Point stdout at /dev/null once its reader is gone (`| head -n 1`): what is still buffered can never be written,
-    and flushing it again at exit would fail the run's exit status."""
+def silence(stream: TextIO | None = None) -> None:
+    """Point `stream` (stdout) at /dev/null once its reader is gone (`| head -n 1`): what is still buffered can never
+    be written, and flushing it again at exit would fail the run's exit status."""
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    os.dup2(devnull, (stream or sys.stdout).fileno())
     os.close(devnull)
 
 
@@ -36,5 +36,5 @@ class JsonlRenderer:
                 raise  # the caller drops this sink; the run goes on
             # The reader of the event stream is gone (`| head -n 1`): nobody reads what the run does any more, so it
             # stops as Ctrl-C stops it (what it started is killed, the transcript is ended, exit 130).
-            silence_stdout()
+            silence()
             signals.interrupt("the reader of the event stream is gone")

@@ -96,3 +96,16 @@ def test_a_closed_stdout_stops_a_json_run_as_ctrl_c_does(serve, tmp_path, sigint
     events = [json.loads(line) for line in transcript.read_text().splitlines()]
     assert events[-1]["type"] == "thread.completed" and events[-1]["status"] == "interrupted"
     assert events[-1]["turns"] < 200
+
+
+def test_a_reader_of_stderr_that_is_gone_does_not_change_the_exit_status(serve, tmp_path):
+    # `oc-repl run ... 2>&1 | head -3`: the run ends on its own (exit 0) after its reader is gone
+    server = serve({"replies": [exec_call("echo one"), {**answer("done"), "delay": 1.0}]})
+    argv = [sys.executable, "-m", "oc_repl", "run", "--api-base", server.url, "--sandbox", f"local:{tmp_path / 'w'}"]
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
+    proc = subprocess.Popen([*argv, "--yes", "say done"], **pipes, env=cli_env(tmp_path), cwd=ROOT)
+    assert proc.stdout is not None
+    for _ in range(3):
+        proc.stdout.readline()
+    proc.stdout.close()
+    assert proc.wait(timeout=120) == 0
