@@ -324,6 +324,7 @@ class Shell:
             raise UsageError("/turns needs a positive number")
         self.session.set_max_turns(int(arg))
         self.status.max_turns = 0  # the toolbar shows the new cap at once
+        self._say(f"at most {int(arg)} model turns per task from the next task on")
 
     def cmd_verify(self, arg: str) -> None:
         if arg:
@@ -358,11 +359,13 @@ class Shell:
         if arg not in ("ask", "auto"):
             raise UsageError("/approval takes ask or auto")
         self.approval = arg
+        self._say("each command is asked about before it runs" if arg == "ask" else "commands run without asking")
 
     def cmd_think(self, arg: str) -> None:
         if arg not in ("show", "hide"):
             raise UsageError("/think takes show or hide")
         self.renderer.show_reasoning = arg == "show"
+        self._say("the model's reasoning is shown" if arg == "show" else "the model's reasoning is hidden")
 
 
 def server_problem(api_base: str, api_key: str) -> str:

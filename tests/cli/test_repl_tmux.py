@@ -213,6 +213,21 @@ def test_bad_commands_are_errors_not_crashes(shell):
     sh.wait_for("oc-repl-exit-status=0")
 
 
+def test_a_setting_changed_in_the_shell_is_confirmed(shell):
+    sh = shell({"replies": []})
+    for line, said in [
+        ("/turns 5", "at most 5 model turns per task"),
+        ("/approval ask", "each command is asked about before it runs"),
+        ("/approval auto", "commands run without asking"),
+        ("/think hide", "the model's reasoning is hidden"),
+        ("/think show", "the model's reasoning is shown"),
+    ]:
+        sh.type_line(line)
+        sh.wait_for(said)
+    sh.type_line("/exit")
+    sh.wait_for("oc-repl-exit-status=0")
+
+
 def test_ctrl_d_at_the_approval_prompt_declines(tmp_path, serve):
     server = serve({"replies": [exec_call("echo never > c.txt"), answer("went on")]})
     sh = TmuxShell(tmp_path, server.url)
