@@ -317,7 +317,8 @@ class ChatClient:
             if number < self.attempts:
                 delay, said = retry_wait(failure, number, self.backoff)
                 if self.on_retry is not None:
-                    self.on_retry(f"{failure.error.message.rstrip('.')}. {said}", number + 1)
+                    hint = f" {failure.error.hint}" if failure.error.hint else ""
+                    self.on_retry(f"{failure.error.message.rstrip('.')}. {said}{hint}", number + 1)
                 time.sleep(delay)
         assert failure is not None
         error = failure.error

@@ -76,6 +76,12 @@ def readable(fold: Callable[..., Any], *args: Any) -> Any:
         raise Malformed(f"{type(exc).__name__}: {exc}") from exc
 
 
+SILENT_HINT = (
+    "A busy server may answer later than that: give it more time (--idle-timeout for streams, --request-timeout "
+    "otherwise), or fewer trials at once (bench -j)."
+)
+
+
 def classify(exc: Exception, where: str, silence: float) -> Failure:
     """`silence`: the read timeout in force (the idle timeout for streams, the request timeout otherwise)."""
     import httpx
@@ -85,7 +91,8 @@ def classify(exc: Exception, where: str, silence: float) -> Failure:
     if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
         return Failure(ServerUnreachable(f"No model server answers at {where}.", hint=START_HINT), retry=True)
     if isinstance(exc, httpx.TimeoutException):
-        return Failure(ServerError(f"The model server at {where} sent nothing for {silence:g}s."), retry=True)
+        said = f"The model server at {where} sent nothing for {silence:g}s."
+        return Failure(ServerError(said, hint=SILENT_HINT), retry=True)
     if isinstance(exc, httpx.RequestError):
         text = f"The connection to the model server at {where} broke: {_root_cause(exc)}."
         return Failure(ServerError(text), retry=True)
@@ -94,7 +101,8 @@ def classify(exc: Exception, where: str, silence: float) -> Failure:
             return Failure(overflow, retry=False)
         return Failure(ServerError(f"The model server at {where} reported an error: {exc.said}"), retry=True)
     if isinstance(exc, Stalled):
-        return Failure(ServerError(f"The model server at {where} sent nothing useful for {silence:g}s."), retry=True)
+        said = f"The model server at {where} sent nothing useful for {silence:g}s."
+        return Failure(ServerError(said, hint=SILENT_HINT), retry=True)
     if isinstance(exc, Malformed):
         return Failure(ServerError(f"The model server at {where} sent a malformed reply: {exc}."), retry=False)
     if isinstance(exc, Incomplete):

@@ -83,6 +83,8 @@ def test_a_stream_that_stalls_or_only_trickles_times_out_and_fails(run, how, sai
     assert time.monotonic() - started < 3
     assert said in info.value.message
     assert len(r.retries) == 1 and len(r.chat_bodies()) == 2
+    (retried, _), given_up = r.retries[0], info.value.hint  # both say how to give a busy server more time
+    assert "--idle-timeout" in retried and "--idle-timeout" in given_up and "-j" in given_up
 
 
 def test_slow_but_steady_stream_is_not_a_stall(run):
