@@ -90,6 +90,7 @@ class _Thread:
     model: str = ""
     served: str = ""  # what the server says it serves (the text wires)
     started: bool = False
+    held: list[Any] = field(default_factory=list)  # said before `thread.started`, which comes first: said after it
     calls_before: tuple[int, float] = (0, 0.0)  # the sandbox's calls (Sandbox.calls) when the thread began
 
 
@@ -130,7 +131,11 @@ class Session:
 
     def _on_retry(self, message: str, attempt: int) -> None:
         total = self.settings.retries + 1
-        self.emit(ev.Error(kind="server", message=f"{message} (attempt {attempt} of {total})", retrying=True))
+        error = ev.Error(kind="server", message=f"{message} (attempt {attempt} of {total})", retrying=True)
+        if self.made.started:
+            self.emit(error)
+        else:  # the server is asked for its model before the thread starts
+            self.made.held.append(error)
 
     # --- what the shell changes --------------------------------------------------------------------------------
 
@@ -353,6 +358,9 @@ class Session:
 
         self.made.started = True
         self.emit(thread_started(self, isolation))
+        held, self.made.held = self.made.held, []
+        for event in held:
+            self.emit(event)
 
     def _served(self) -> list[ev.Error]:
         """On a text wire, what the server says it serves (for thread.started), and how it differs from

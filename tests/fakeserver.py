@@ -13,7 +13,8 @@ stream_error, stall, keepalive / empty_deltas (a stall of that many seconds that
 comments / chunks with empty deltas; unstreamed, keepalive sends spaces before the body), disconnect,
 reset (the socket is reset mid-stream), drop_stream (200, then the socket closes with no data), usage
 (fields to override), omit_usage, raw_stream / raw_body (chunks / a body sent exactly as given; bytes go
-out byte for byte), delay. The script's `models_body` replaces the answer to GET /models (`model_info` and `props`
+out byte for byte), delay. The script's `models_body` replaces the answer to GET /models (its first `models_busy` are
+answered 503; `model_info` and `props`
 answer sglang's GET /get_model_info and llama.cpp's GET /props); with `require_key` every request without that API
 key is answered 401 (the Authorization header is never recorded). Each recorded request carries `received` (the
 server's time.perf_counter() on arrival) and `client_port`.
@@ -132,6 +133,10 @@ class _Handler(BaseHTTPRequestHandler):
         if not self._authorized():
             return self._json(401, _error_body(401, "wrong API key"))
         if self.path.rstrip("/").endswith("/models"):
+            if sum(r["method"] == "GET" and r["path"].rstrip("/").endswith("/models") for r in fake.requests) <= int(
+                fake.script.get("models_busy", 0)
+            ):
+                return self._json(503, _error_body(503, "the server is busy"))
             model = fake.script.get("model", "qwen3-8b-oc")
             listed = {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "fake"}]}
             self._json(200, fake.script.get("models_body", listed))

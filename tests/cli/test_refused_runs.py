@@ -109,3 +109,15 @@ def test_a_reader_of_stderr_that_is_gone_does_not_change_the_exit_status(serve, 
         proc.stdout.readline()
     proc.stdout.close()
     assert proc.wait(timeout=120) == 0
+
+
+def test_thread_started_comes_first_even_when_the_server_was_busy_before_it(serve, tmp_path):
+    # the model's name is asked for before the thread starts: the busy answer and its retry are said after the start
+    server = serve({"models_busy": 1, "replies": [answer("hi")]})
+    argv = ["run", "--json", "--api-base", server.url, "--sandbox", f"local:{tmp_path / 'w'}", "--yes", "say hi"]
+    proc = run_cli(argv, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert events[0]["type"] == "thread.started"
+    (retried,) = [e for e in events if e["type"] == "error"]
+    assert retried["retrying"] and "HTTP 503" in retried["message"]
