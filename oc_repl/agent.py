@@ -126,6 +126,8 @@ class Agent:
                 ttft_s=reply.ttft_s,
                 tokens_per_s=round(out_tokens / gen_time, 1) if out_tokens and gen_time > 0 else None,
                 duration_s=round(reply.duration_s, 3),
+                request_s=reply.request_s or round(reply.duration_s, 3),
+                attempts_s=reply.attempts_s,
             )
         )
 

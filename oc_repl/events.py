@@ -260,7 +260,9 @@ class TurnCompleted(Record):
     truncated: bool = False
     ttft_s: float | None = None
     tokens_per_s: float | None = None
-    duration_s: float = 0.0
+    duration_s: float = 0.0  # the request's attempt that answered
+    request_s: float = 0.0  # the whole request: every attempt (a stalled or refused one too) and the waits between
+    attempts_s: list[float] = field(default_factory=list)  # each attempt's seconds, in order
 
 
 @event

@@ -61,7 +61,9 @@ class Reply(Record):
     raw: dict[str, Any] = field(default_factory=dict)  # the exact response, or the accumulated stream
     raw_content: str = ""  # content exactly as received (think block included), for history modes that keep it
     ttft_s: float | None = None  # time to the first streamed token
-    duration_s: float = 0.0
+    duration_s: float = 0.0  # the attempt that answered
+    attempts_s: list[float] = field(default_factory=list)  # every attempt's seconds, failed ones first
+    request_s: float = 0.0  # the whole request: every attempt and the waits between them
 
 
 @record()

@@ -3,7 +3,8 @@ and how many trials may start at once.
 
 Each trial's events (its `--json` stream, or its transcript for `bench watch`) go through `Health.event`. A request
 is in flight from its turn's start until the reply's first item (or the turn's end). When the server answers 429 or
-503, or replies slow down to several times their usual wait, fewer trials start (half as many, at least one, at most
+503, stalls past the idle timeout, or replies (every attempt of a request counted) slow down to several times their
+usual wait, fewer trials start (half as many, at least one, at most
 once a cool-down); once it has been well for a while, one more at a time again, up to what was asked. Each change
 is said (`notes`).
 """
@@ -21,6 +22,7 @@ COOL_DOWN = 30.0  # seconds between two changes of the limit
 SLOW_FACTOR, SLOW_FLOOR = 4.0, 20.0  # a reply slow when its wait is this many times the usual one, and this long
 BASELINE = 5  # replies whose waits make the usual one
 _OVERLOADED = re.compile(r"\bHTTP (429|503)\b")
+_SILENT = re.compile(r"\bsent nothing (useful )?for\b")  # client/failures.py: a stall or an idle timeout
 
 
 class Health:
@@ -48,15 +50,18 @@ class Health:
             out = usage.get("output_tokens") if isinstance(usage, dict) else None
             if isinstance(out, int) and out > 0:
                 self.tokens.append((now, out))
-            wait = event.get("ttft_s") or event.get("duration_s")
-            if isinstance(wait, int | float):
-                self._waited(float(wait), now)
+            # the wait for the reply to start, over every attempt of the request (a retried stall counts whole)
+            first, request, answered = (event.get(k) or 0 for k in ("ttft_s", "request_s", "duration_s"))
+            if all(isinstance(v, int | float) for v in (first, request, answered)):
+                self._waited(float(first or answered) + max(0.0, float(request) - float(answered)), now)
         elif kind == "error" and str(event.get("kind")).startswith("server"):
             self.last_error = str(event.get("message") or "")[:200]
             self.errors += 1
             found = _OVERLOADED.search(self.last_error)
             if found:
                 self._back_off(f"the server answered HTTP {found.group(1)}", now)
+            elif _SILENT.search(self.last_error):
+                self._back_off("the server sent nothing for its idle timeout (a stall, then a retry)", now)
 
     def ended(self, key: Any) -> None:
         self.in_flight.pop(key, None)

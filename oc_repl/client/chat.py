@@ -304,12 +304,20 @@ class ChatClient:
         self.connect()
         failure: Failure | None = None
         cause: BaseException | None = None
+        started, attempts = time.monotonic(), []
         for number in range(1, self.attempts + 1):
+            begun = time.monotonic()
             try:
-                return attempt()
+                answer = attempt()
             except (self._httpx.RequestError, StatusError, Reported, Incomplete, Malformed) as exc:
+                attempts.append(time.monotonic() - begun)
                 silence = self.idle_timeout if self._streaming else self.request_timeout
                 failure, cause = classify(exc, self.api_base, silence), exc
+            else:
+                if isinstance(answer, Reply):  # a turn's record keeps the time the server took in all
+                    answer.attempts_s = [round(t, 3) for t in [*attempts, time.monotonic() - begun]]
+                    answer.request_s = round(time.monotonic() - started, 3)
+                return answer
             if not failure.retry:
                 if isinstance(failure.error, ServerRefused) and self.replied:  # settings that worked until now
                     raise ServerError(failure.error.message, hint=failure.error.hint) from cause

@@ -99,3 +99,17 @@ def test_fewer_trials_start_when_replies_slow_down_and_more_once_the_server_is_w
     well = 10.0 + COOL_DOWN + 1 + 2 * COOL_DOWN + 1
     assert health.allowed(now=well) == 3 and health.notes[-1].startswith("the server is answering well again")
     assert health.allowed(now=well + 1) == 3 and health.allowed(now=well + COOL_DOWN + 1) == 4
+
+
+def test_fewer_trials_start_when_the_server_stalls_or_a_reply_came_only_after_retries():
+    stalled = Health(jobs=4)
+    message = "The model server at http://127.0.0.1:1/v1 sent nothing useful for 60s. Retrying in 1s. (attempt 2 of 3)"
+    stalled.event("x", {"type": "error", "kind": "server", "message": message, "retrying": True}, now=1.0)
+    assert stalled.allowed(now=1.0) == 2 and "sent nothing for its idle timeout" in stalled.notes[-1]
+    retried = Health(jobs=4)
+    for n in range(BASELINE):
+        retried.event(n, {"type": "turn.completed", "ttft_s": 1.0, "duration_s": 2.0, "request_s": 2.0}, now=float(n))
+    # the answering attempt started at once, after 120 s of attempts that stalled: the request waited 121 s
+    late = {"type": "turn.completed", "ttft_s": 1.0, "duration_s": 2.0, "request_s": 122.0, "attempts_s": [60, 60, 2]}
+    retried.event("late", late, now=10.0)
+    assert retried.allowed(now=10.0) == 2 and retried.notes[-1].startswith("a reply took 121 s to start")

@@ -289,3 +289,11 @@ def test_fakeserver_cli(tmp_path):
     assert [c.source for c in reply.tool_calls] == ["salvaged"]
     logged = [json.loads(line) for line in log.read_text().splitlines()]
     assert logged[-1]["body"]["tool_choice"] == "auto"
+
+
+def test_a_reply_keeps_the_time_of_every_attempt_of_its_request(run):
+    # the first attempt stalls past the idle timeout, the second answers: the turn's record keeps both
+    r = run({"replies": [{"text": "never", "stall": 5}, {"text": "ok"}]}, idle_timeout=0.5, retries=1)
+    reply = r.complete({})
+    assert reply.content == "ok" and len(reply.attempts_s) == 2
+    assert reply.attempts_s[0] >= 0.5 and reply.request_s >= sum(reply.attempts_s) > reply.duration_s
