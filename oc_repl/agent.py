@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import traceback
 from collections import deque
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ class Outcome:
     status: Status = Status.INTERNAL_ERROR
     final_answer: str = ""
     turns: int = 0
+    server_wait_s: float = 0.0  # time the model server kept the agent waiting (see Agent._waited)
 
 
 def error_event(exc: BaseException) -> ev.Error | None:
@@ -51,6 +53,9 @@ class Agent:
     sampling: dict[str, Any] = field(default_factory=dict)
     approve: Approve = allow_all  # asked before each model action runs (the shell's approval); plumbing never is
     _open_turn: int = 0  # a turn that started and has not completed yet
+    _asked: float | None = None  # when the request in flight was sent
+    _first: float | None = None  # when its first token came
+    _waited: float = 0.0  # the server's share of the time so far: before first tokens, failed attempts, retry waits
 
     def run(self, task: Task, follow_up: bool = False) -> Outcome:
         outcome = Outcome()
@@ -58,12 +63,15 @@ class Agent:
             (self.protocol.continue_with if follow_up else self.protocol.start)(task, self.sandbox)
             self._loop(outcome)
         except (Exception, KeyboardInterrupt) as exc:  # a bug too: the turns so far and its traceback are recorded
+            if self._asked is not None:  # stopped while the server had the request: its wait so far is the server's
+                self._waited += (self._first or time.monotonic()) - self._asked
             outcome.status = status_of(exc)
             error = error_event(exc)
             if error is not None:
                 self.emit(error)
             if not isinstance(exc, TurnCapReached):
                 self._turn_failed(_why_the_turn_failed(exc))
+        outcome.server_wait_s, self._waited, self._asked = self._waited, 0.0, None
         return outcome
 
     def _loop(self, outcome: Outcome) -> None:
@@ -99,11 +107,18 @@ class Agent:
         streamed: set[str] = set()
 
         def on_delta(kind: str, text: str) -> None:
+            self._first = self._first or time.monotonic()
             item_id, item_type = (think_id, "reasoning") if kind == "reasoning" else (text_id, "agent_message")
             streamed.add(item_id)
             self.emit(ev.ItemUpdated(item=ev.ItemRef(id=item_id, type=item_type), delta=text))
 
+        self._asked, self._first = time.monotonic(), None
         reply = self.client.complete(request.messages, options, on_delta=on_delta, prepared=prepared)
+        self._asked = None
+        # the attempts that failed and the waits between them, and the wait for the first token (the whole answer
+        # when none was streamed: queueing and generation cannot be told apart then, and it counts as the model's)
+        before = reply.request_s - reply.duration_s if reply.request_s else 0.0
+        self._waited += max(0.0, before) + (reply.ttft_s or 0.0)
         self.emit(ev.ResponseReceived(turn=turn, raw=reply.raw))
         if reply.reasoning:
             self.emit(ev.ItemCompleted(item=ev.Reasoning(id=think_id, text=reply.reasoning)))

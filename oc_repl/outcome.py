@@ -26,6 +26,9 @@ class Status(str, Enum):
     SANDBOX_ERROR = "sandbox_error"
     BUILD_ERROR = "build_error"  # a task's image could not be built
     AGENT_TIMEOUT = "agent_timeout"  # the run's or the task's time for the agent ran out
+    # the agent's time ran out while most of it went to waiting on the model server (queueing before first tokens,
+    # stalls, retries): the server's failure, not the model's (SERVER_SHARE)
+    SERVER_TIMEOUT = "server_timeout"
     INTERRUPTED = "interrupted"  # Ctrl-C, SIGTERM or SIGHUP
     INTERNAL_ERROR = "internal_error"  # a bug: the transcript's last `error` event holds the traceback
 
@@ -92,6 +95,7 @@ EXIT_CODES: dict[Status, int] = {
     Status.LOOP: 4,
     Status.PARSE_ERRORS: 4,
     Status.SERVER_ERROR: 5,
+    Status.SERVER_TIMEOUT: 5,
     Status.CONTEXT_LENGTH: 5,
     Status.SANDBOX_ERROR: 6,
     Status.BUILD_ERROR: 6,
@@ -108,8 +112,16 @@ _ENDS_ATTEMPTS = frozenset(
 _GRADED = _VERIFIABLE | {Status.CONTEXT_LENGTH, Status.TAMPERED}
 # A usage error in a trial is its setup's (a model the server does not list, say), never the model's answer.
 _INFRASTRUCTURE = frozenset(
-    {Status.SERVER_ERROR, Status.SANDBOX_ERROR, Status.BUILD_ERROR, Status.USAGE, Status.INTERNAL_ERROR}
+    {
+        Status.SERVER_ERROR,
+        Status.SERVER_TIMEOUT,
+        Status.SANDBOX_ERROR,
+        Status.BUILD_ERROR,
+        Status.USAGE,
+        Status.INTERNAL_ERROR,
+    }
 )
+SERVER_SHARE = 0.5  # an agent timeout is the server's when more than this share of the agent's time went to it
 
 # bench's names; one per way a trial can end (test_timeout comes from the verifier, not from a Status)
 FAILURE_MODES = (
@@ -123,6 +135,7 @@ FAILURE_MODES = (
     "loop",
     "context_length_exceeded",
     "server_error",
+    "server_timeout",
     "sandbox_error",
     "build_error",
     "usage_error",
@@ -139,6 +152,7 @@ _FAILURE_MODES = {
     Status.LOOP: "loop",
     Status.CONTEXT_LENGTH: "context_length_exceeded",
     Status.SERVER_ERROR: "server_error",
+    Status.SERVER_TIMEOUT: "server_timeout",
     Status.SANDBOX_ERROR: "sandbox_error",
     Status.BUILD_ERROR: "build_error",
     Status.USAGE: "usage_error",

@@ -9,6 +9,7 @@ methods (model, protocol, turns, sandbox, verifier).
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from oc_repl.agent import Agent, Outcome, error_event
 from oc_repl.config import RunSettings
 from oc_repl.errors import OcReplError, SandboxError, Terminated, UsageError, status_of
 from oc_repl.fanout import Fanout as Fanout  # where the run's callers take it from
-from oc_repl.outcome import Status, final
+from oc_repl.outcome import SERVER_SHARE, Status, final
 from oc_repl.plan import RunPlan, check_attempts, known, plan, sandboxes_for, verifier_for
 from oc_repl.types import AgentProtocol, Approve, Consent, Message, Sandbox, Task, allow_all, refuse
 
@@ -303,9 +304,20 @@ class Session:
             sampling=self.settings.sampling_options(),
             approve=self.approve,
         )
+        began = time.monotonic()
         with signals.deadline(self.plan.agent_timeout):
             outcome = agent.run(task, follow_up=self.tasks_run > 0)
         self.tasks_run += 1
+        spent = time.monotonic() - began
+        if outcome.status is Status.AGENT_TIMEOUT and outcome.server_wait_s > SERVER_SHARE * spent:
+            from oc_repl.client.failures import SILENT_HINT
+
+            outcome.status = Status.SERVER_TIMEOUT
+            said = (
+                f"the agent's time ran out, and {outcome.server_wait_s:.0f} s of its {spent:.0f} s went to waiting on "
+                "the model server (before first tokens, stalled or refused attempts, retries): the server's failure"
+            )
+            self.emit(ev.Error(kind="server", message=said, hint=SILENT_HINT))
         return outcome
 
     def _failed(self, exc: BaseException) -> Status:

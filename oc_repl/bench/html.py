@@ -43,6 +43,7 @@ COLOURS = {
     "loop": "#8c564b",
     "context_length_exceeded": "#17becf",
     "server_error": "#7f7f7f",
+    "server_timeout": "#909090",
     "sandbox_error": "#a0a0a0",
     "build_error": "#505050",
     "usage_error": "#303030",

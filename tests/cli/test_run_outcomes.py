@@ -251,3 +251,21 @@ def test_thread_completed_counts_the_sandbox_calls_and_their_time(serve, tmp_pat
     # each command started is a call (a local command's start: its run is waited for outside the call)
     assert completed.type == "thread.completed" and completed.sandbox_calls >= 2
     assert 0 < completed.sandbox_seconds < 30
+
+
+def _events(proc: subprocess.CompletedProcess) -> list[dict]:
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def test_an_agent_timeout_spent_waiting_on_the_server_is_the_servers_not_the_models(serve, tmp_path):
+    # the server queues the second request longer than the agent has: the model used little of its time itself
+    server = serve({"replies": [exec_call("echo quick"), {**answer("done"), "delay": 30}]})
+    proc = run_cli(base_args(server, tmp_path / "w", "--json", "--timeout", "4", "--model", "m", "go"), tmp_path)
+    assert proc.returncode == 5, proc.stderr
+    events = _events(proc)
+    assert events[-1]["status"] == "server_timeout"
+    (said,) = [e for e in events if e["type"] == "error" and "waiting on the model server" in e["message"]]
+    assert "--idle-timeout" in said["hint"]
+    control = serve({"replies": [exec_call("sleep 30"), answer("done")]})  # the same budget spent by the command
+    proc = run_cli(base_args(control, tmp_path / "w2", "--json", "--timeout", "4", "--model", "m", "go"), tmp_path)
+    assert proc.returncode == 7 and _events(proc)[-1]["status"] == "agent_timeout"
