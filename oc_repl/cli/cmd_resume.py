@@ -3,6 +3,7 @@ stopped: the protocol's history rebuilt from the transcript, in the same sandbox
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,19 @@ def last_conversation(path: Path) -> Any:
     )
 
 
+def conversation_settings(path: Path, thread_id: str) -> dict[str, Any]:
+    """What the conversation's last thread ran with, as settings: its server, model and turn cap."""
+    from oc_repl.transcript import read_events
+
+    found: dict[str, Any] = {}
+    with contextlib.suppress(OSError):
+        for event in read_events(path, on_bad_line=lambda *_: None):
+            if event.type == "thread.started" and event.thread_id == thread_id:
+                turns = event.options.get("max_turns")
+                found = {"api_base": event.api_base, "model": event.model, "max_turns": turns}
+    return {k: v for k, v in found.items() if v}
+
+
 def check_sandbox(spec: str) -> None:
     """The sandbox is still there: the local directory, or the container (kept, or not yet expired), running."""
     if spec.startswith("local:"):
@@ -113,7 +127,7 @@ def resume(ctx: click.Context, conversation: Path | None, **params: Any) -> None
     from oc_repl.cli.cmd_shell import run_shell
     from oc_repl.cli.exits import report_error
 
-    settings = _settings_or_exit({**(ctx.obj or {}), **{k: v for k, v in params.items() if v is not None}})
+    given = {**(ctx.obj or {}), **{k: v for k, v in params.items() if v is not None}}
     try:
         path = conversation or latest_transcript()
         saved = last_conversation(path)
@@ -121,6 +135,12 @@ def resume(ctx: click.Context, conversation: Path | None, **params: Any) -> None
         end_lines(path)
     except OcReplError as exc:
         sys.exit(report_error(exc))
+    # the conversation's server, model and turn cap, under what this command line gives (over config and environment)
+    restored = {k: v for k, v in conversation_settings(path, saved.thread_id).items() if k not in given}
+    settings = _settings_or_exit({**restored, **given})
+    if restored:
+        said = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in restored.items())
+        click.echo(f"oc-repl: the conversation's {said}; a verifier is not restored (/verify CMD sets one)", err=True)
     where = {"sandbox": saved.sandbox} if saved.sandbox else {}
     settings = settings.replace(protocol=saved.protocol, transcript=settings.transcript or path, **where)
     sys.exit(run_shell(settings, resumed=saved))

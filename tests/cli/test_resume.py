@@ -140,3 +140,25 @@ def test_a_sandbox_that_is_gone_is_refused_saying_so(tmp_path, serve):
 def test_nothing_to_resume_is_a_usage_error(tmp_path):
     proc = run_cli(["resume"], tmp_path)
     assert proc.returncode == 2 and "no shell conversation to resume" in proc.stderr
+
+
+def test_a_resumed_conversation_keeps_its_turn_cap_and_model_unless_told_otherwise(tmp_path, serve):
+    server = serve({"replies": SCRIPTS["camel-terminal-toolkit"]})
+    first = TmuxShell(tmp_path, server.url, "--yes", "--max-turns", "5")
+    try:
+        first.type_line("first task")
+        first.wait_for("■ done", timeout=60)
+        first.wait_for_prompt(2)
+        kill_hard(first)
+    finally:
+        first.close()
+    second = TmuxShell(tmp_path, server.url, "--yes", "resume")  # its server given again; the rest not
+    try:
+        second.wait_for("the conversation's model qwen3-8b-oc, max turns 5")
+        second.type_line("second task")
+        second.wait_for("■ done", timeout=60, count=1)
+    finally:
+        second.close()
+    events = [json.loads(line) for line in transcript_of(tmp_path).read_text().splitlines()]
+    started = [e for e in events if e["type"] == "thread.started"]
+    assert len(started) == 2 and started[-1]["options"]["max_turns"] == 5 and started[-1]["model"] == "qwen3-8b-oc"
