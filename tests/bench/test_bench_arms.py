@@ -77,7 +77,8 @@ def test_two_arms_are_separable_with_enough_trials_and_the_flipping_tasks_are_na
     assert c["test"].startswith("exact McNemar") and c["p_value"] == pytest.approx(0.5)
     assert not c["separable"] and "not separable at this sample size" in c["verdict"]
     text = " ".join(run_cli(["bench", "compare", str(out)], tmp_path).stdout.split())
-    assert "not separable at this sample size: a difference below" in text and "trials per task" in text
+    assert "not separable at this sample size: Fisher's test on" in text and "trials per task" in text
+    assert "run with different settings" in text and "--api-base" in text  # two servers: the arms' one difference
 
     proc = run_cli([*args, "-k", "3"], tmp_path, timeout=600)  # the same bench, two more trials per task and arm
     assert proc.returncode == 0, proc.stderr
