@@ -127,15 +127,20 @@ def compare_runs(
 def tasks(dirs: tuple[Path, ...], as_json: bool, count_infra: bool, zero_file: Path | None) -> None:
     """Per task, across all trials of the runs given: its bucket (truly-cold, partial-stuck, ever-solved), the mean
     and spread of its reward, its trials' failure signatures, and where solved and failed trials first part."""
+    from dataclasses import replace
+
+    from oc_repl.bench.compare import run_labels
     from oc_repl.bench.pertask import analyse, task_filter
     from oc_repl.bench.report import load_bench
     from oc_repl.errors import OcReplError
     from oc_repl.private import write_atomic
 
     try:
-        results = [r for out in dirs for r in load_bench(out)[0]]
+        runs = [(label, load_bench(out)[0]) for label, out in zip(run_labels(list(dirs)), dirs, strict=True)]
     except OcReplError as exc:
         sys.exit(report_error(exc))
+    # over several runs every trial is named with its run, as `bench compare` names their arms
+    results = [replace(r, arm=f"{label}:{r.label}") if len(runs) > 1 else r for label, found in runs for r in found]
     found = analyse(results, count_infra)
     if as_json:
         click.echo(json.dumps(found.to_dict(), indent=1))

@@ -107,3 +107,11 @@ def test_bench_tasks_prints_the_table_and_exports_the_zero_variance_tasks(tmp_pa
     assert "zero variance (no signal for a group-relative RL step): a" in text
     assert "turn 1: a #1 'x' / a #2 'y'" in text
     assert read_task_filter((tmp_path / "skip.txt").read_text()) == {"a"}
+
+
+def test_bench_tasks_over_several_runs_names_each_trial_with_its_run(tmp_path):
+    write_bench(tmp_path / "ckpt-1", [acted("b", 1, False, ["y"])])
+    write_bench(tmp_path / "ckpt-2", [acted("b", 1, True, ["x"])])
+    proc = run_cli(["bench", "tasks", str(tmp_path / "ckpt-1"), str(tmp_path / "ckpt-2")], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "turn 1: ckpt-2:a #1 'x' / ckpt-1:a #1 'y'" in " ".join(proc.stdout.split())
