@@ -2,7 +2,8 @@
 and the label each arm goes by (its directory under trials/, its row in every table).
 
 Several models and several servers pair up one to one (the n-th model on the n-th server); one of either goes with
-all of the other. A label names only what varies between arms, so a bench of protocols keeps its protocols' names.
+all of the other. A label names only what varies between arms, so a bench of protocols keeps its protocols' names;
+servers are named by the model each says it serves when those differ (checkpoints behind two servers), else by address.
 """
 
 from __future__ import annotations
@@ -34,7 +35,10 @@ def _server_name(api_base: str) -> str:
     return parts.netloc + parts.path.rstrip("/").removesuffix("/v1").replace("/", "-")
 
 
-def arm_specs(protocols: list[str], models: list[str], api_bases: list[str]) -> list[ArmSpec]:
+def arm_specs(
+    protocols: list[str], models: list[str], api_bases: list[str], served: dict[str, str] | None = None
+) -> list[ArmSpec]:
+    """`served`: the model each server says it serves; when they all differ, servers are labelled by it."""
     if len(models) > 1 and len(api_bases) > 1 and len(models) != len(api_bases):
         raise UsageError(
             f"{len(models)} models and {len(api_bases)} servers do not pair up",
@@ -47,12 +51,14 @@ def arm_specs(protocols: list[str], models: list[str], api_bases: list[str]) -> 
     ]
     if len(api_bases) == 1:
         servers = [(model, api_bases[0]) for model, _ in servers]
+    served = served or {}
+    server_names = served if len(set(served.values())) == len(api_bases) == len(served) else {}
     specs = []
     for protocol in protocols:
         for model, api_base in servers:
             parts = [protocol] if len(protocols) > 1 or count == 1 else []
             parts += [str(model)] if len(models) > 1 else []
-            parts += [_server_name(str(api_base))] if len(api_bases) > 1 else []
+            parts += [server_names.get(str(api_base)) or _server_name(str(api_base))] if len(api_bases) > 1 else []
             specs.append(ArmSpec(protocol, model, api_base, label("@".join(parts))))
     labels = [s.label for s in specs]
     if len(set(labels)) != len(labels):

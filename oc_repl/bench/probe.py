@@ -36,3 +36,20 @@ def check_servers(settings: dict[str, RunSettings]) -> None:
             raise
         finally:
             client.close()
+
+
+def served_models(api_bases: list[str], api_key: str) -> dict[str, str]:
+    """The model each server says it serves (the first it lists), for servers that all answer; {} otherwise (the
+    arms are then told apart by address). A server that does not answer is the server check's to report."""
+    from oc_repl.client.chat import ChatClient
+
+    found = {}
+    for api_base in api_bases:
+        client = ChatClient(api_base, api_key, "", stream=False, retries=0, request_timeout=10.0)
+        try:
+            found[api_base] = client.resolve_model()
+        except ServerError:
+            return {}
+        finally:
+            client.close()
+    return found

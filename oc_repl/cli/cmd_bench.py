@@ -36,6 +36,7 @@ def per_arm_settings(ctx: click.Context, params: dict[str, Any]) -> dict[str, An
     protocol, and per model or server when several are given. What a bench sets for each trial itself is refused as
     a flag and left out of the config file's values."""
     from oc_repl.bench.arms import arm_specs, split
+    from oc_repl.bench.probe import served_models
     from oc_repl.config import OPTIONS, options_on, validate
     from oc_repl.errors import UsageError
     from oc_repl.protocols import manifests
@@ -54,7 +55,9 @@ def per_arm_settings(ctx: click.Context, params: dict[str, Any]) -> dict[str, An
     unknown = [p for p in names if p not in known]
     if unknown or not names:
         raise UsageError(f"unknown protocol {', '.join(unknown) or '(none)'}", hint=f"known: {', '.join(known)}")
-    specs = arm_specs(list(dict.fromkeys(names)), split(values.pop("model", None)), split(values.pop("api_base", None)))
+    models, api_bases = split(values.pop("model", None)), split(values.pop("api_base", None))
+    served = served_models(api_bases, str(values.get("api_key") or "")) if len(api_bases) > 1 and not models else {}
+    specs = arm_specs(list(dict.fromkeys(names)), models, api_bases, served)
     settings = {}
     for spec in specs:
         arm = {**values, "protocol": spec.protocol}

@@ -72,3 +72,19 @@ def test_compare_refuses_runs_of_a_task_edited_between_them_unless_told(tmp_path
     assert told.returncode == 0 and "tasks whose content differs between the two: write-greeting" in told.stdout
     same = run_cli(["bench", "compare", str(tmp_path / "A"), str(tmp_path / "A")], tmp_path)
     assert same.returncode == 0 and "differs" not in same.stdout
+
+
+def test_arms_on_two_servers_are_named_by_the_models_they_serve_when_those_differ(serve):
+    from oc_repl.bench.arms import arm_specs
+    from oc_repl.bench.probe import served_models
+
+    one, two = serve({"model": "ckpt-iter200", "replies": []}), serve({"model": "ckpt-iter215", "replies": []})
+    served = served_models([one.url, two.url], "")
+    assert served == {one.url: "ckpt-iter200", two.url: "ckpt-iter215"}
+    assert [s.label for s in arm_specs(["camel-terminal-toolkit"], [], [one.url, two.url], served)] == [
+        "ckpt-iter200",
+        "ckpt-iter215",
+    ]
+    same = serve({"model": "ckpt-iter200", "replies": []})  # two servers of one model: told apart by address
+    labels = [s.label for s in arm_specs(["p"], [], [one.url, same.url], served_models([one.url, same.url], ""))]
+    assert labels == [one.url.split("//")[1].removesuffix("/v1"), same.url.split("//")[1].removesuffix("/v1")]
