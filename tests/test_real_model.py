@@ -2,9 +2,8 @@
 
 The model is far too small to solve anything; these tests check the plumbing: the doctor reads the
 server right, and a run goes through its turns against llama-cpp-python's habits without a crash.
-Opt-in: skipped unless OC_REPL_TINY_VENV names a venv with the server installed (`bash .ci/tiny-model.sh` builds one;
-the quick start's own venv does not turn them on); under CI=true a missing venv fails instead, so the test cannot be
-skipped by accident.
+Skipped unless OC_REPL_TINY_VENV names a venv with the server installed (`bash .ci/tiny-model.sh`
+builds one); under CI=true a missing venv fails instead, so the test cannot be skipped by accident.
 """
 
 from __future__ import annotations
@@ -30,13 +29,9 @@ TOOLS = {"shell_exec", "shell_view", "shell_write_to_process", "shell_write_cont
 
 
 def tiny_venv() -> Path:
-    """The venv OC_REPL_TINY_VENV names. Opt-in: the quick start's venv (examples/tiny-model/install.sh builds it at
-    DEFAULT_VENV) does not turn these tests on by being there, as they time a real model on a machine that may be
-    loaded; CI exports the variable (.ci/tiny-model.sh)."""
+    """OC_REPL_TINY_VENV, else the venv the quick start (examples/tiny-model/install.sh) builds by default."""
     given = os.environ.get("OC_REPL_TINY_VENV")
     in_ci = os.environ.get("CI") == "true"
-    if not given and not in_ci:
-        pytest.skip(f"the real model's tests are opt-in: OC_REPL_TINY_VENV={DEFAULT_VENV} (the quick start's venv)")
     venv = Path(given) if given else DEFAULT_VENV
     python = venv / "bin" / "python"
     ready = python.exists() and subprocess.run([python, "-c", "import llama_cpp.server"]).returncode == 0
@@ -45,7 +40,7 @@ def tiny_venv() -> Path:
     why = f"no llama-cpp-python server in {venv}; build it with `bash .ci/tiny-model.sh`"
     if in_ci:
         pytest.fail(f"CI=true: {why}")
-    pytest.skip(why)
+    pytest.skip(why if given else f"no tiny model's server in {venv} (OC_REPL_TINY_VENV names another venv)")
 
 
 def free_port() -> int:
@@ -165,17 +160,3 @@ def test_a_run_on_the_completions_wire_renders_the_ggufs_template(tiny_server, t
     reply = next(e for e in saved if e["type"] == "response.received")["raw"]  # streamed: the chunks, folded
     assert reply["chunks"][0]["object"] == "text_completion" and reply["finish_reason"] in ("stop", "length")
     assert saved[-1]["type"] == "thread.completed" and saved[-1]["status"] == "done"
-
-
-def test_the_quick_starts_venv_alone_does_not_turn_the_real_model_tests_on(tmp_path, monkeypatch):
-    venv = tmp_path / "tiny-venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").write_text("#!/bin/sh\nexit 0\n")  # answers the server check as a ready venv would
-    (venv / "bin" / "python").chmod(0o755)
-    monkeypatch.setitem(globals(), "DEFAULT_VENV", venv)
-    monkeypatch.delenv("OC_REPL_TINY_VENV", raising=False)
-    monkeypatch.delenv("CI", raising=False)
-    with pytest.raises(pytest.skip.Exception, match="opt-in"):
-        tiny_venv()
-    monkeypatch.setenv("OC_REPL_TINY_VENV", str(venv))
-    assert tiny_venv() == venv
