@@ -12,7 +12,7 @@ observed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -194,13 +194,11 @@ def verdict(c: Comparison) -> str:
         return words
     rise = "no rise" if c.detectable_pp is None else f"a rise of {c.detectable_pp:.1f} pp or more"
     fall = "no fall" if c.detectable_fall_pp is None else f"a fall of {c.detectable_fall_pp:.1f} pp or more"
-    seen = (
-        f"Fisher's test on {c.baseline_trials} and {c.other_trials} trials sees {rise}, and {fall}, with "
-        f"{100 * POWER:.0f}% power"
+    seen = "no difference" if c.detectable_pp is None and c.detectable_fall_pp is None else f"{rise}, and {fall},"
+    words = (
+        f"{said}: not separable at this sample size: Fisher's test on {c.baseline_trials} and {c.other_trials} "
+        f"trials sees {seen} with {100 * POWER:.0f}% power"
     )
-    if c.detectable_pp is None and c.detectable_fall_pp is None:
-        seen = f"Fisher's test on {c.baseline_trials} and {c.other_trials} trials sees no difference with 80% power"
-    words = f"{said}: not separable at this sample size: {seen}"
     if c.trials_per_task_needed is None:
         return f"{words}; no difference was observed at all"
     return f"{words}; you would need about {c.trials_per_task_needed} trials per task to separate {observed:+.1f} pp"
@@ -209,11 +207,15 @@ def verdict(c: Comparison) -> str:
 def summarize(arms: Sequence[Arm], count_infra: bool = False, consecutive: bool = False) -> Summary:
     """Each arm's numbers, and each arm against the first (or, `consecutive`, against the one before it: a sweep
     over checkpoints in order)."""
-    stats = []
-    for a in arms:
-        if a.trials:
-            stats.append(arm_stats(a.label, a.trials, a.planned_tasks, a.k, count_infra, a.run))
-            stats[-1].options, stats[-1].task_hashes = a.options, a.task_hashes
+    stats = [
+        replace(
+            arm_stats(a.label, a.trials, a.planned_tasks, a.k, count_infra, a.run),
+            options=a.options,
+            task_hashes=a.task_hashes,
+        )
+        for a in arms
+        if a.trials
+    ]
     pairs = zip(stats, stats[1:], strict=False) if consecutive else ((stats[0], s) for s in stats[1:])
     comparisons = [c for baseline, other in pairs if (c := compare(baseline, other)) is not None]
     tasks = sorted({t.task for a in arms for t in a.trials})

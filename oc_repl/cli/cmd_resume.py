@@ -3,7 +3,6 @@ stopped: the protocol's history rebuilt from the transcript, in the same sandbox
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,23 +27,30 @@ def latest_transcript() -> Path:
     return found[0]
 
 
-def last_conversation(path: Path) -> Any:
+def last_conversation(path: Path) -> tuple[Any, Any]:
     """The conversation the transcript ends with, as the shell saved it after its last task; when the shell was
-    stopped during a task (killed, say), as the model last saw it: the last request it was sent."""
-    from oc_repl.events import ConversationSaved
+    stopped during a task (killed, say), as the model last saw it: the last request it was sent. With it, the last
+    `thread.started` of that conversation (None when the transcript has none)."""
     from oc_repl.transcript import read_events
 
-    saved, started, asked = None, None, None
+    saved, started, asked, threads = None, None, None, {}
     try:
         for event in read_events(path, on_bad_line=lambda *_: None):
             if event.type == "conversation.saved":
                 saved, asked = event, None
             elif event.type == "thread.started":
-                started = event
+                started = threads[event.thread_id] = event
             elif event.type == "request.sent":
                 asked = (started, event.request.get("messages") or [])
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    conversation = _conversation(path, saved, asked)
+    return conversation, threads.get(conversation.thread_id)
+
+
+def _conversation(path: Path, saved: Any, asked: tuple[Any, list[Any]] | None) -> Any:
+    from oc_repl.events import ConversationSaved
+
     if asked is None or asked[0] is None:
         if saved is None:
             raise UsageError(f"{path} holds no conversation that can be resumed", hint=START_ANEW)
@@ -68,16 +74,11 @@ def last_conversation(path: Path) -> Any:
     )
 
 
-def conversation_settings(path: Path, thread_id: str) -> dict[str, Any]:
-    """What the conversation's last thread ran with, as settings: its server, model and turn cap."""
-    from oc_repl.transcript import read_events
-
-    found: dict[str, Any] = {}
-    with contextlib.suppress(OSError):
-        for event in read_events(path, on_bad_line=lambda *_: None):
-            if event.type == "thread.started" and event.thread_id == thread_id:
-                turns = event.options.get("max_turns")
-                found = {"api_base": event.api_base, "model": event.model, "max_turns": turns}
+def conversation_settings(started: Any) -> dict[str, Any]:
+    """What a conversation's last thread (its `thread.started`) ran with, as settings: its server, model, turn cap."""
+    if started is None:
+        return {}
+    found = {"api_base": started.api_base, "model": started.model, "max_turns": started.options.get("max_turns")}
     return {k: v for k, v in found.items() if v}
 
 
@@ -130,13 +131,13 @@ def resume(ctx: click.Context, conversation: Path | None, **params: Any) -> None
     given = {**(ctx.obj or {}), **{k: v for k, v in params.items() if v is not None}}
     try:
         path = conversation or latest_transcript()
-        saved = last_conversation(path)
+        saved, started = last_conversation(path)
         check_sandbox(saved.sandbox)
         end_lines(path)
     except OcReplError as exc:
         sys.exit(report_error(exc))
     # the conversation's server, model and turn cap, under what this command line gives (over config and environment)
-    restored = {k: v for k, v in conversation_settings(path, saved.thread_id).items() if k not in given}
+    restored = {k: v for k, v in conversation_settings(started).items() if k not in given}
     settings = _settings_or_exit({**restored, **given})
     if restored:
         said = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in restored.items())

@@ -101,9 +101,8 @@ def _settled(proc: HostProc, request: dict, dirs: dict[str, str], within: float 
     if pending:
         root = os.open(f"{request['pid']}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=proc.fd)
         try:
-            while pending and time.monotonic() < deadline:
-                pending = [path for path in pending if not _written(root, path)]
-                time.sleep(0.01 if pending else 0)
+            while (pending := [path for path in pending if not _written(root, path)]) and time.monotonic() < deadline:
+                time.sleep(0.01)
         finally:
             os.close(root)
     while time.monotonic() < deadline:

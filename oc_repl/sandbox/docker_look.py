@@ -204,10 +204,10 @@ class ContainerVerdicts:
         """Every process in the container but those that ran before the sandbox opened (pid 1, an attached
         container's own services); oc-repl's channels and the protocol's terminal marked as the sandbox's own."""
         with self.own_execs.look():
+            if self.host is None:
+                return self._leftovers(keep, stop=False)
             servers, commands = self.channels.servers()
-            if self.host is not None:
-                return self.host.processes(self.baseline, keep, servers, commands, self._started())
-            return self._leftovers(keep, stop=False)
+            return self.host.processes(self.baseline, keep, servers, commands, self._started())
 
     @metered
     def end_agent_processes(self) -> int:
@@ -234,7 +234,6 @@ class ContainerVerdicts:
     def _leftovers(self, keep: frozenset[int], stop: bool) -> list[Leftover]:
         """The agent's processes as a script in the container finds them (where the host helper cannot run)."""
         servers, commands = self.channels.servers()
-        started = self._started()
         marker = leftovers.token()
         script = leftovers.script(
             marker,
@@ -244,6 +243,6 @@ class ContainerVerdicts:
             spare_children=servers,
             commands=commands,
             baseline=self.baseline,
-            started=started,
+            started=self._started(),
         )
         return leftovers.parse(self.run_quick(script).decode("utf-8", "replace"), marker)

@@ -26,6 +26,8 @@ def walk(request, fds):
     skip = set(request.get("skip", []))
     pending = []
     for root in request["roots"]:
+        if root in skip:
+            continue
         try:
             pending.append((root, os.lstat(root).st_dev))
         except OSError:
