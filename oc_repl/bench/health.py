@@ -3,8 +3,8 @@ and how many trials may start at once.
 
 Each trial's events (its `--json` stream, or its transcript for `bench watch`) go through `Health.event`. A request
 is in flight from its turn's start until the reply's first item (or the turn's end). When the server answers 429 or
-503, stalls past the idle timeout, or replies (every attempt of a request counted) slow down to several times their
-usual wait, fewer trials start (half as many, at least one, at most
+503, stalls past the idle timeout, takes a trial's time (server_timeout), or replies (every attempt of a request
+counted) slow down to several times their usual wait, fewer trials start (half as many, at least one, at most
 once a cool-down); once it has been well for a while, one more at a time again, up to what was asked. Each change
 is said (`notes`).
 """
@@ -44,6 +44,8 @@ class Health:
             self.in_flight[key] = now
         elif kind in ("item.started", "item.completed", "turn.failed", "thread.completed"):
             self.in_flight.pop(key, None)
+            if event.get("status") == "server_timeout":
+                self._back_off("a trial's time went to waiting on the server", now)
         elif kind == "turn.completed":
             self.in_flight.pop(key, None)
             usage = event.get("usage") or {}

@@ -113,3 +113,13 @@ def test_fewer_trials_start_when_the_server_stalls_or_a_reply_came_only_after_re
     late = {"type": "turn.completed", "ttft_s": 1.0, "duration_s": 2.0, "request_s": 122.0, "attempts_s": [60, 60, 2]}
     retried.event("late", late, now=10.0)
     assert retried.allowed(now=10.0) == 2 and retried.notes[-1].startswith("a reply took 121 s to start")
+
+
+def test_fewer_trials_start_when_a_trials_time_went_to_the_server():
+    health = Health(jobs=4)
+    health.event("x", {"type": "thread.completed", "status": "agent_timeout"}, now=1.0)
+    assert health.allowed(now=1.0) == 4  # the model's own time running out says nothing of the server
+    health.event("y", {"type": "thread.completed", "status": "server_timeout"}, now=2.0)
+    assert health.allowed(now=2.0) == 2 and health.notes == [
+        "a trial's time went to waiting on the server: at most 2 trials at once (was 4)"
+    ]
