@@ -1,17 +1,16 @@
 """The parts of the HTML reports that compare arms (the scores table, the verdicts, pass@1 with its interval per
-arm as a line, the per-task buckets), and `bench compare --html FILE`'s page made of them. Self-contained as the
-bench report is: plotly's script inlined once, nothing fetched when it opens."""
+arm as a line, each task's rate per arm and its change, the per-task buckets); html.py makes the page of them that
+`bench report --html` and `bench compare --html` both write."""
 
 from __future__ import annotations
 
 import html
-from pathlib import Path
 from typing import Any
 
 from oc_repl.bench.compare import Summary
 from oc_repl.bench.pertask import BUCKETS, TaskReport
 from oc_repl.bench.report import differ_lines, pass_columns, with_interval
-from oc_repl.private import make_dirs, write_atomic
+from oc_repl.bench.stats import ArmStats
 from oc_repl.render.sanitize import sanitize
 
 STYLE = """
@@ -125,26 +124,24 @@ def buckets_table(found: TaskReport) -> str:
     return note + rows_html("tasks", head, rows)
 
 
-def write_compare_html(summary: Summary, target: Path) -> Path:
-    from plotly.offline import get_plotlyjs
+def per_task_table(summary: Summary) -> str:
+    """Per task: each arm's resolved/trials and mean partial score, and each comparison's change of rate (pp)."""
+    head = [h for a in summary.arms for h in (f"{a.label} resolved", f"{a.label} partial")]
+    head += [f"{c.other} − {c.baseline}" for c in summary.comparisons]
+    by_label = {a.label: a for a in summary.arms}
+    rows = []
+    for task in summary.tasks:
+        row: list[object] = [task]
+        for a in summary.arms:
+            n, c = a.per_task.get(task, (0, 0))
+            row += [f"{c}/{n}", f"{a.per_task_partial[task] / n:.2f}"] if n else ["—", "—"]
+        for comparison in summary.comparisons:
+            rates = [_rate(by_label[label], task) for label in (comparison.baseline, comparison.other)]
+            row.append("—" if None in rates else f"{100 * (rates[1] - rates[0]):+.0f} pp")  # type: ignore[operator]
+        rows.append(row)
+    return rows_html("per-task", ["task", *head], rows)
 
-    target = target.resolve()
-    make_dirs(target.parent)
-    runs = sorted({a.run for a in summary.arms if a.run})
-    counted = "counted as failures" if summary.count_infra else "left out of the scores"
-    body = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>oc-repl bench compare</title>
-<style>{STYLE}</style><script>{get_plotlyjs()}</script></head>
-<body>
-<h1>oc-repl bench compare</h1>
-<p class="note">{text(", ".join(runs))} · infrastructure failures {counted}; "planned" counts each missing trial as
-unresolved with a score of zero, "finished" only the trials that count.</p>
-<h2>Scores</h2>
-{scores_table(summary)}
-<h2>Comparisons</h2>
-{verdicts(summary)}
-<div class="figure">{sweep_figure(summary)}</div>
-</body></html>
-"""
-    write_atomic(target, body)
-    return target
+
+def _rate(arm: ArmStats, task: str) -> float | None:
+    n, c = arm.per_task.get(task, (0, 0))
+    return c / n if n else None

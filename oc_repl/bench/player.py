@@ -16,6 +16,7 @@ from oc_repl.private import write_atomic
 from oc_repl.render.cast import cast_text, read
 
 CAST, CAST_SCRIPT = "recording.cast", "recording.js"
+SCRIPT_HEAD = "(window.ocCasts = window.ocCasts || {})[document.currentScript.src] = "
 
 PLAYER_CSS = """
 #player { position: sticky; top: 0; background: #fff; border: 1px solid #999; padding: 6px; margin: 1em 0; }
@@ -122,7 +123,9 @@ PLAYER_JS = r"""
     $("player-title").textContent = rec.header.title || id; $("player-toggle").textContent = "pause";
     step();
   }
-  window.ocPlay = function (id, src) {
+  // a recording's script files it under its own address, so two runs' trials of the same name stay apart
+  window.ocPlay = function (src) {
+    const id = new URL(src, document.baseURI).href;
     if (casts[id]) return start(id);
     const script = document.createElement("script");
     script.src = src; script.onload = () => start(id);
@@ -147,23 +150,23 @@ PLAYER_JS = r"""
       step();
     };
     $("player-close").onclick = () => { if (timer) clearTimeout(timer); timer = null; $("player").hidden = true; };
-    document.querySelectorAll("[data-cast]").forEach((button) => {
-      button.onclick = () => window.ocPlay(button.dataset.cast, button.dataset.src);
+    document.querySelectorAll("button.play[data-src]").forEach((button) => {
+      button.onclick = () => window.ocPlay(button.dataset.src);
     });
   });
 })();
 """
 
 
-def write_recording(transcript: Path, directory: Path, key: str) -> Path:
-    """recording.cast and recording.js in `directory`, made from the transcript when missing or older; the script
-    registers the recording under `key`."""
+def write_recording(transcript: Path, directory: Path) -> Path:
+    """recording.cast and recording.js in `directory`, made from the transcript when missing or older (or written
+    in an older form); the script files the recording under the script's own address."""
     cast, script = directory / CAST, directory / CAST_SCRIPT
     fresh = all(
         p.is_file() and not p.is_symlink() and p.stat().st_mtime >= transcript.stat().st_mtime for p in (cast, script)
     )
-    if not fresh:
+    if not fresh or not script.read_bytes().startswith(SCRIPT_HEAD.encode()):
         text = cast_text(read(transcript))
         write_atomic(cast, text)
-        write_atomic(script, f"(window.ocCasts = window.ocCasts || {{}})[{json.dumps(key)}] = {json.dumps(text)};\n")
+        write_atomic(script, f"{SCRIPT_HEAD}{json.dumps(text)};\n")
     return cast

@@ -51,9 +51,9 @@ def load_summary(out: Path, count_infra: bool = False) -> tuple[Summary, list[Tr
 
 def load_runs(
     dirs: Sequence[Path], count_infra: bool = False, consecutive: bool = False, different_tasks: bool = False
-) -> Summary:
-    """Every arm of every directory, labelled by its directory (and its own label when a directory has several).
-    Runs of a task whose content differs between them are refused unless `different_tasks`."""
+) -> tuple[Summary, list[Arm]]:
+    """Every arm of every directory, labelled by its directory (and its own label when a directory has several),
+    and their numbers. Runs of a task whose content differs between them are refused unless `different_tasks`."""
     arms: list[Arm] = []
     for label, out in zip(run_labels(dirs), dirs, strict=True):
         results, plan = load_bench(out)
@@ -70,7 +70,7 @@ def load_runs(
             f"the runs ran different versions of {len(differ)} tasks: {', '.join(map(sanitize, differ))}",
             hint="compare runs of the same task contents, or pass --allow-different-tasks (they are named then)",
         )
-    return summary
+    return summary, arms
 
 
 def pass_columns(summary: Summary) -> list[int]:

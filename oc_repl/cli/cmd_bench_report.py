@@ -101,15 +101,15 @@ def compare_runs(
     from oc_repl.errors import OcReplError
 
     try:
-        summary = load_runs(list(dirs), count_infra, consecutive=sweep, different_tasks=allow_different_tasks)
+        summary, arms = load_runs(list(dirs), count_infra, consecutive=sweep, different_tasks=allow_different_tasks)
         if as_json:
             click.echo(json.dumps(summary.to_dict(), indent=1))
         else:
             print_compare(summary)
         if html_file is not None:
-            from oc_repl.bench.html_compare import write_compare_html
+            from oc_repl.bench.html import write_compare_html
 
-            click.echo(f"HTML report: {write_compare_html(summary, html_file)}", err=True)
+            click.echo(f"HTML report: {write_compare_html(summary, arms, html_file)}", err=True)
     except OcReplError as exc:
         sys.exit(report_error(exc))
 

@@ -19,7 +19,7 @@ from tests.bench.test_bench_stats import cell_results, write_bench
 from tests.cli.test_cli import answer
 from tests.conftest import run_cli
 from tests.docker_support import exec_call
-from tests.render.test_cast import last_screen, terminus_transcript
+from tests.render.test_cast import camel_transcript, last_screen, terminus_transcript
 
 CHROMIUM = os.environ.get("OC_REPL_CHROMIUM", "/usr/bin/chromium")
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
@@ -154,16 +154,45 @@ def test_the_html_report_shows_scores_comparisons_buckets_and_plays_recordings(b
     assert [url for url in browser.requested if not url.startswith("file://")] == []  # nothing fetched
 
 
-def test_the_compare_page_shows_each_runs_scores_the_verdict_and_the_sweep(browser, measured_dir, tmp_path):
-    out, _ = measured_dir
+def test_the_compare_page_has_the_reports_sections_per_run_and_plays_each_runs_own_recording(
+    browser, measured_dir, serve, tmp_path
+):
+    first, transcript = measured_dir
+    second = tmp_path / "other"
+    shutil.copytree(first, second)
+    camel = camel_transcript(serve, tmp_path)
+    for path in (second / "trials").glob(f"*/*/*/{TRANSCRIPT}"):  # the same trial names, other recordings
+        shutil.copy(camel, path)
     page_path = tmp_path / "compare.html"
-    proc = run_cli(["bench", "compare", str(out), "--html", str(page_path)], tmp_path, timeout=120)
+    proc = run_cli(["bench", "compare", str(first), str(second), "--html", str(page_path)], tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
     page = browser.new_page()
     page.goto(page_path.as_uri())
     page.wait_for_selector("#sweep .main-svg", timeout=30_000)
+    page.wait_for_selector("#failure-modes .main-svg", timeout=30_000)
+    arms = ["bench:p", "bench:q", "other:p", "other:q"]
     assert page.locator("#sweep .scatterlayer .trace").count() == 1  # pass@1 of each arm as one line
-    assert [r.locator("td").first.inner_text() for r in page.locator("#scores tr").all()[1:]] == ["bench:p", "bench:q"]
+    assert [r.locator("td").first.inner_text() for r in page.locator("#scores tr").all()[1:]] == arms
     assert "not separable at this sample size" in page.locator("#comparisons").inner_text()
+    assert "other:q: 1 of 9 trials failed on infrastructure" in page.locator("#infrastructure").inner_text()
+    head = page.locator("#per-task tr").first.locator("th").all_inner_texts()
+    assert head[:3] == ["task", "bench:p resolved", "bench:p partial"] and head[-1] == "other:q − bench:p"
+    rows = {r[0]: r for r in (row.locator("td").all_inner_texts() for row in page.locator("#per-task tr").all()[1:])}
+    assert sorted(rows) == ["a", "b", "c"] and rows["c"][7] == "0/2"  # other:q on c: one trial lost to the server
+    assert page.locator("#grid tr").first.locator("th").all_inner_texts() == ["task", *arms]
+    assert page.locator("#grid a.chip").count() == 36
     page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
+
+    terminus = "\n".join(line.rstrip() for line in sanitize(last_screen(transcript)).split("\n")).rstrip()
+    for column, run in ((1, first), (3, second)):  # bench:p, then other:p: trials of the same names
+        page.locator("#grid tr").nth(1).locator("td").nth(column).locator("button.play").first.click()
+        page.select_option("#player-speed", "16")
+        page.wait_for_function(
+            "run => { const p = document.getElementById('player');"
+            " return p.dataset.state === 'ended' && (p.dataset.recording || '').includes(run); }",
+            arg=f"/{run.name}/trials/",
+            timeout=30_000,
+        )
+        shown = page.evaluate("window.ocScreenText()")
+        assert shown == terminus if run == first else "cast-camel-output" in shown and "cast-check-one" not in shown
     assert [url for url in browser.requested if not url.startswith("file://")] == []
