@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -43,10 +44,18 @@ def touch_private(path: Path) -> Path:
 def write_atomic(path: Path, text: str) -> None:
     """`path` holds `text`, written whole or not at all (readers see the old file or the new one, never a part), as
     a new 0600 file: a symlink at `path` is replaced, never followed."""
+    with atomic_writer(path) as f:
+        f.write(text)
+
+
+@contextlib.contextmanager
+def atomic_writer(path: Path) -> Iterator[IO[str]]:
+    """A file to write `path` through: it replaces `path` when the block ends without an exception (as
+    write_atomic, streamed), and is gone otherwise."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")  # mkstemp: 0600
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

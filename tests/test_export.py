@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
+from oc_repl.bench.results import TRANSCRIPT, TrialResult, trial_dir, write_result
 from tests.cli.test_cli import answer
-from tests.conftest import run_cli
+from tests.conftest import cli_env, run_cli
 from tests.docker_support import exec_call
 
 
@@ -74,3 +79,74 @@ def test_threads_without_a_reply_are_counted_as_skipped_with_why(serve, tmp_path
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stdout.splitlines()) == 1
     assert "1 episodes exported" in proc.stderr and "1 skipped: 1 no model reply (server_error)" in proc.stderr
+
+
+LARGE = 200_000  # characters of the model's one reply: each episode holds it in its request and its reply
+
+
+def bench_of(source: Path, out: Path, trials: int) -> Path:
+    """A bench directory of `trials` finished trials, each with `source` as its transcript (hard links: no disk)."""
+    for attempt in range(1, trials + 1):
+        directory = trial_dir(out, "big-task", "p", attempt)
+        directory.mkdir(parents=True, exist_ok=True)
+        write_result(directory, TrialResult("big-task", "p", attempt, "verified", "resolved", True, 0))
+        os.link(source, directory / TRANSCRIPT)
+    (out / "bench.json").write_text(json.dumps({"tasks": [{"name": "big-task"}], "protocols": ["p"], "k": trials}))
+    return out
+
+
+def peak_mb(args: list[str], tmp_path: Path) -> float:
+    """The peak resident memory of `oc-repl ARGS` as its own process, in MB."""
+    measure = (
+        "import resource, subprocess, sys; "
+        "proc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True); "
+        "assert proc.returncode == 0, proc.stderr; "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", measure, sys.executable, "-m", "oc_repl", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=cli_env(tmp_path),
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return int(proc.stdout) / 1024
+
+
+def test_export_streams_its_memory_stays_flat_in_the_number_of_episodes(serve, tmp_path):
+    transcript = tmp_path / "t.jsonl"
+    big = {**answer("x" * LARGE), "usage": {"completion_tokens": 100}}  # well under the token limit
+    server = serve({"replies": [big], "chunk_chars": 20_000})
+    args = ["run", "--api-base", server.url, "--retries", "0", "--sandbox", f"local:{tmp_path / 'w'}", "--yes"]
+    assert run_cli([*args, "--transcript", str(transcript), "write a lot"], tmp_path).returncode == 0
+    few, many = bench_of(transcript, tmp_path / "few", 20), bench_of(transcript, tmp_path / "many", 400)
+    target = tmp_path / "many.jsonl"
+    small = peak_mb(["export", str(few), "-o", str(tmp_path / "few.jsonl")], tmp_path)
+    large = peak_mb(["export", str(many), "-o", str(target)], tmp_path)
+    assert sum(1 for _ in target.open()) == 400 and target.stat().st_size > 400 * LARGE
+    # 380 more episodes of 0.4 MB each: held at once, they would take 150 MB and more
+    assert large - small < 40, (small, large)
+    stdout = peak_mb(["export", str(many)], tmp_path)  # to stdout: the same, through a file of its own
+    assert stdout - small < 40, (small, stdout)
+
+
+def test_a_bad_line_late_in_a_bench_leaves_the_output_as_it_was(serve, tmp_path):
+    transcript = tmp_path / "t.jsonl"
+    run_episode(serve, tmp_path, transcript, [answer("fine")])
+    out = bench_of(transcript, tmp_path / "bench", 3)
+    last = trial_dir(out, "big-task", "p", 3) / TRANSCRIPT
+    last.unlink()
+    events = [json.loads(line) for line in transcript.read_text().splitlines()]
+    for event in events:
+        if event["type"] == "response.received":
+            event["raw"] = {"choices": 7}  # a reply of a shape no server sends
+    last.write_text("".join(json.dumps(e) + "\n" for e in events))
+    target = tmp_path / "episodes.jsonl"
+    target.write_text("kept\n")
+    proc = run_cli(["export", str(out), "-o", str(target)], tmp_path)
+    assert proc.returncode == 2 and str(last) in proc.stderr, proc.stderr
+    assert target.read_text() == "kept\n" and sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+    proc = run_cli(["export", str(out)], tmp_path)
+    assert proc.returncode == 2 and proc.stdout == ""  # nothing of the first two episodes reached stdout either

@@ -25,34 +25,40 @@ def export(source: Path, fmt: str, output: Path | None) -> None:
     """Write each episode of a transcript, or of every trial of a bench directory, as one JSON line.
 
     Every episode is read before anything is written: a bad line stops the export (exit 2, naming the file and the
-    line) and leaves no part of it behind."""
+    line) and leaves no part of it behind. Episodes go to a file as they are read, one at a time, so memory stays
+    flat however many there are."""
+    import shutil
+    import tempfile
     from collections import Counter
 
     from oc_repl.errors import UsageError
     from oc_repl.events import json_text
     from oc_repl.export import export as episodes
+    from oc_repl.private import atomic_writer, make_dirs
     from oc_repl.redact import redactor
     from oc_repl.safejson import BadInput
     from oc_repl.sources import configured_key
 
     left_out: Counter[str] = Counter()
-    try:
-        found = list(episodes(source, lambda why: left_out.update([why])))
-    except BadInput as exc:
-        sys.exit(report_error(UsageError(str(exc), hint="a record that cannot be read is not exported in part")))
-    if not found:
-        sys.exit(report_error(UsageError(f"{source} holds no episode with a model reply to export")))
     redact = redactor(configured_key())
-    text = "".join(json_text(redact.data(episode)) + "\n" for episode in found)
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        from oc_repl.private import make_dirs, open_private
-
+    if output is not None:
         make_dirs(output.parent)
-        with open_private(output, "w") as out:
-            out.write(text)
-    click.echo(f"{len(found)} episodes exported", err=True)
+    # the whole export is written aside first (beside -o, to replace it at once; else a file of its own, copied to
+    # stdout at the end): a bad line found late, or an exit on the way, leaves nothing behind
+    with atomic_writer(output) if output else tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
+        count = 0
+        try:
+            for episode in episodes(source, lambda why: left_out.update([why])):
+                spool.write(json_text(redact.data(episode)) + "\n")
+                count += 1
+        except BadInput as exc:
+            sys.exit(report_error(UsageError(str(exc), hint="a record that cannot be read is not exported in part")))
+        if not count:
+            sys.exit(report_error(UsageError(f"{source} holds no episode with a model reply to export")))
+        if output is None:
+            spool.seek(0)
+            shutil.copyfileobj(spool, sys.stdout)
+    click.echo(f"{count} episodes exported", err=True)
     if left_out:  # training data loses nothing quietly: what holds no episode is counted, with why
-        why = ", ".join(f"{count} {reason}" for reason, count in left_out.most_common())
+        why = ", ".join(f"{n} {reason}" for reason, n in left_out.most_common())
         click.echo(f"{sum(left_out.values())} skipped: {why}", err=True)
