@@ -74,6 +74,7 @@ class CommandExecution(Record):
     aggregated_output: str = ""
     exit_code: int | None = None
     status: CommandStatus = "in_progress"
+    screen: str | None = None  # a terminal's whole visible screen after it (terminus), for recordings
 
 
 @event

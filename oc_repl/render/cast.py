@@ -1,7 +1,9 @@
 """A transcript as an asciicast v2 recording (`oc-repl show --cast FILE.cast`), for every protocol.
 
-A terminus run is replayed from its terminal screens: each observation the model was shown becomes a full frame
-(the screen cleared, then drawn), so the recording's last frame is the run's last screen. Any other protocol (camel,
+A terminus run is replayed from its terminal's screens: at each observation, the whole visible screen as the terminal
+showed it (keystrokes echoed, output scrolled, earlier lines still there) becomes a full frame (cleared, then drawn),
+so the recording's last frame is the terminal's last screen. A transcript written before screens were recorded falls
+back on what the model was shown. Any other protocol (camel,
 raw) becomes a terminal session of the model's side of the conversation: what it said and thought, each command
 with its output, each file it wrote, what could not be parsed, the verifier's verdict and how the run ended.
 
@@ -49,12 +51,15 @@ def _crlf(text: str) -> str:
 
 
 def screens(events: Iterable[dict[str, Any]]) -> list[tuple[float, str]]:
-    """A terminus transcript's screens, as the model saw them: (time, text)."""
+    """A terminus transcript's screens: (time, the visible screen), its trailing empty rows left out."""
     found = []
     for event in events:
         item = event.get("item") or {}
-        if event.get("type") == "item.completed" and item.get("tool") == TERMINAL:
-            found.append((float(event.get("ts") or 0.0), str(item.get("aggregated_output") or "")))
+        screen = item.get("screen")
+        if event.get("type") != "item.completed" or screen is None and item.get("tool") != TERMINAL:
+            continue
+        text = str(item.get("aggregated_output") or "") if screen is None else screen.rstrip("\n")
+        found.append((float(event.get("ts") or 0.0), text))
     return found
 
 

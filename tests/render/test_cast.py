@@ -47,8 +47,9 @@ def camel_transcript(serve, tmp_path: Path) -> Path:
 
 
 def screens(transcript: Path) -> list[str]:
+    """The terminal's visible screens the run recorded at each observation, without their empty last rows."""
     return [
-        e["item"]["aggregated_output"]
+        e["item"]["screen"].rstrip("\n")
         for e in read_jsonl(transcript)
         if e["type"] == "item.completed" and e["item"].get("tool") == "terminal"
     ]
@@ -88,7 +89,7 @@ def test_a_terminus_recording_replays_its_screens_with_real_timing(serve, tmp_pa
     assert all(e[2].startswith(CLEAR) for e in events)  # each frame is a whole screen
     assert final_frame(events) == sanitize(last_screen(transcript))
     frames = [SGR.sub("", e[2].removeprefix(CLEAR)).replace("\r\n", "\n") for e in events]
-    assert frames == [sanitize(screen) for screen in screens(transcript)]  # every screen the model saw, in order
+    assert frames == [sanitize(screen) for screen in screens(transcript)]  # every screen the terminal showed, in order
     assert any("cast-check-one" in f for f in frames) and any("lines" in f for f in frames)
     gaps = [b[0] - a[0] for a, b in pairwise(events)]
     assert max(gaps) > 1.4  # the server's pause is in it, as it happened
@@ -103,6 +104,32 @@ def test_a_terminus_recording_replays_its_screens_with_real_timing(serve, tmp_pa
     quick_gaps = [b[0] - a[0] for a, b in pairwise(quick)]
     assert max(quick_gaps) <= 0.5 / 4 + 1e-6
     assert all(q == pytest.approx(min(g, 0.5) / 4, abs=1e-3) for q, g in zip(quick_gaps, gaps, strict=True))
+
+
+def test_a_terminus_recording_is_the_terminals_own_screen_not_what_the_model_was_told(serve, tmp_path):
+    work = tmp_path / "w"
+    # the terminal's own tmux saves its screen a second after the last command, from inside: what it really showed
+    replies = [
+        js([("for i in 1 2 3; do echo CAST-LINE-$i; done\n", 0.5)]),
+        js([("echo FINAL-42; ( (sleep 1; tmux capture-pane -p > final-screen.txt) & )\n", 0.5)]),
+        {**js([], complete=True), "delay": 4},
+        js([], complete=True),
+    ]
+    server = serve({"replies": replies})
+    transcript = tmp_path / "t.jsonl"
+    args = ["run", "--api-base", server.url, "--protocol", "terminus-json", "--sandbox", f"local:{work}", "--yes"]
+    proc = run_cli([*args, "--retries", "0", "--transcript", str(transcript), "show the lines"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    observations = [e["item"] for e in read_jsonl(transcript) if e["type"] == "item.completed"]
+    told = [item["aggregated_output"] for item in observations if item.get("tool") == "terminal"]
+    assert "CAST-LINE-1" not in told[1]  # the model was shown only what was new
+    cast = tmp_path / "t.cast"
+    assert run_cli(["show", str(transcript), "--cast", str(cast)], tmp_path).returncode == 0
+    _, events = read_cast(cast)
+    real = (work / "final-screen.txt").read_text().rstrip("\n")
+    assert final_frame(events) == sanitize(real)
+    after = SGR.sub("", events[1][2].removeprefix(CLEAR)).replace("\r\n", "\n")  # the frame after the second command
+    assert all(f"CAST-LINE-{i}" in after for i in (1, 2, 3)) and "echo FINAL-42" in after and "\nFINAL-42\n" in after
 
 
 def test_a_camel_recording_is_a_session_of_its_commands_and_outputs(serve, tmp_path):

@@ -223,6 +223,7 @@ class TerminusProtocol(AgentProtocol):
                     command="(observation)",
                     aggregated_output=observation,
                     status="completed",
+                    screen=terminal.screen,
                 )
             )
         )
@@ -233,7 +234,7 @@ class TerminusProtocol(AgentProtocol):
         interruption_told is on), so the conversation can go on from there."""
         terminal.run("C-c", 1.0, time.monotonic(), observe=True)
         observation = self._limit(self._observe(terminal))
-        item.status, item.aggregated_output = "failed", observation
+        item.status, item.aggregated_output, item.screen = "failed", observation, terminal.screen
         emit(ev.ItemCompleted(item=item))
         shown = prompt_observation(observation, self.m)
         if self.deviations.interruption_told:

@@ -161,6 +161,7 @@ class Terminal:
     sandbox: Sandbox
     upstream_keys: bool = False
     _previous: str | None = None
+    screen: str = ""  # the visible screen at the last observation, as the terminal showed it
 
     def send_keys(self, keys: str) -> None:
         raise NotImplementedError
@@ -218,6 +219,8 @@ class Terminal:
         current = self._unless_gone(lambda: self.capture(entire=True))
         if current is None:  # upstream ends the episode before the model is asked again: this is never shown
             return "screen", ""
+        # the visible screen is the scrollback's last rows (every row of the pane ends in a newline): for recordings
+        self.screen = "".join(current.splitlines(keepends=True)[-HEIGHT:])
         previous, self._previous = self._previous, current
         if previous is None:
             return "screen", self.capture()
