@@ -184,6 +184,9 @@ class ThreadStarted(Record):
     options: dict[str, Any] = field(default_factory=dict)
     attempt: int = 1  # with `run --attempts N`: which of the attempts this thread is
     isolation: Isolation = field(default_factory=Isolation)  # the sandbox's confinement, network and limits
+    # seconds spent before the thread started, by what they went to: "sandbox" (opened), "baseline" (the verifier's
+    # look before the agent), "server" (the model's name and what it serves, asked of the server)
+    startup: dict[str, float] = field(default_factory=dict)
 
 
 @event

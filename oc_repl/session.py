@@ -93,6 +93,13 @@ class _Thread:
     started: bool = False
     held: list[Any] = field(default_factory=list)  # said before `thread.started`, which comes first: said after it
     calls_before: tuple[int, float] = (0, 0.0)  # the sandbox's calls (Sandbox.calls) when the thread began
+    startup: dict[str, float] = field(default_factory=dict)  # seconds before thread.started, by what they went to
+    clock: float = 0.0
+
+    def took(self, what: str) -> None:
+        """The time since the last step, put down to `what`."""
+        now = time.monotonic()
+        self.startup[what], self.clock = round(now - self.clock, 3), now
 
 
 class Session:
@@ -282,15 +289,19 @@ class Session:
     def _run(self, task: Task, close_after: bool) -> Outcome:
         made = self.made
         made.task = task
+        made.clock = time.monotonic()
         protocol = made.protocol = self.open_protocol()
         # plain chat (raw) runs nothing, so it needs no sandbox and no consent; httpx loads while a sandbox starts
         sandbox = made.sandbox = self.open_sandbox(meanwhile=self.client.connect) if protocol.needs_sandbox else None
+        made.took("sandbox")
         # something judges this run, or may (the shell's /verify, later in the conversation): a baseline first
         judged = self.plan.verifier is not None or self.plan.harness_judges or not close_after
         if sandbox is not None and judged and (self.judge is None or self.judge.sandbox is not sandbox):
             self.judge = self._baseline(sandbox)
+            made.took("baseline")
         made.model = self.client.resolve_model()
         warnings = self._served()
+        made.took("server")  # the model's name asked of the server, what it serves (a busy server: minutes)
         self._say_started(sandbox.isolation() if sandbox is not None else ev.Isolation())
         for warning in warnings:
             self.emit(warning)

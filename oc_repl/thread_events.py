@@ -51,6 +51,7 @@ def thread_started(session: Session, isolation: ev.Isolation) -> ev.ThreadStarte
         },
         attempt=session.attempt,
         isolation=isolation,
+        startup=dict(made.startup),
     )
 
 

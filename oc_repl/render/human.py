@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # imported where first drawn: a one-shot run's header does no
 # Lines that are not a terminal's are not wrapped at an imagined 80 columns.
 UNWRAPPED = 240
 FINDINGS_SHOWN = 20  # tamper findings listed after a verdict; the transcript holds them all
+SLOW_START = 2.0  # seconds of the server's before the first turn worth a line
 # What an action that did not complete is marked with, after its name.
 NOT_DONE = {"failed": "failed", "declined": "declined", "timed_out": "timed out"}
 
@@ -105,6 +106,10 @@ class HumanRenderer:
             self.console.print(Text(sanitize(held), style="bold red" if unconfined else "dim"), soft_wrap=True)
         for line in wire_lines(e):
             self.console.print(Text(sanitize(line), style="dim"), soft_wrap=True)
+        waited = e.startup.get("server", 0.0)
+        if waited >= SLOW_START:  # a busy server makes the start slow: say whose time it was
+            said = f"the server took {waited:.0f} s to answer before the first turn (not the model's time)"
+            self.console.print(Text(said, style="yellow"), soft_wrap=True)
         if e.task:
             self.console.print(Text(f"task: {sanitize(e.task)}", style="bold cyan"), soft_wrap=True)
 

@@ -5,6 +5,7 @@ away stops as Ctrl-C stops it, its transcript complete."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -121,3 +122,18 @@ def test_thread_started_comes_first_even_when_the_server_was_busy_before_it(serv
     assert events[0]["type"] == "thread.started"
     (retried,) = [e for e in events if e["type"] == "error"]
     assert retried["retrying"] and "HTTP 503" in retried["message"]
+
+
+def test_the_time_before_the_first_turn_is_put_down_to_what_took_it(serve, tmp_path):
+    # a busy server answers the model's name only after retries: that wait is the server's, said before any turn
+    server = serve({"models_busy": 3, "replies": [answer("hi")]})
+    argv = ["run", "--api-base", server.url, "--sandbox", f"local:{tmp_path / 'w'}", "--yes", "--verify", "true"]
+    transcript = tmp_path / "t.jsonl"
+    proc = run_cli([*argv, "--transcript", str(transcript), "say hi"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in transcript.read_text().splitlines()]
+    started, errors = events[0], [e for e in events if e["type"] == "error"]
+    waits = [float(re.search(r"Retrying in ([\d.]+)s", e["message"]).group(1)) for e in errors]  # type: ignore[union-attr]
+    assert len(waits) == 3 and set(started["startup"]) == {"sandbox", "baseline", "server"}
+    assert started["startup"]["server"] >= sum(waits) > started["startup"]["sandbox"]
+    assert f"the server took {started['startup']['server']:.0f} s to answer before the first turn" in proc.stderr
