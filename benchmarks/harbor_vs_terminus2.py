@@ -37,7 +37,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.rows import Row, add_option, skip, write  # noqa: E402
 
 try:
-    from tests.harbor_support import AGENT, DockerV1Environment, harbor_run
+    from oc_repl.harbor import OfflineComposeV1Environment
+    from tests.harbor_support import AGENT, harbor_run
 except ImportError as exc:  # run outside Harbor's virtualenv
     if __name__ == "__main__":
         skip(f"Harbor does not load here ({exc}): run this in Harbor's virtualenv")
@@ -49,7 +50,7 @@ MODEL = "openai/qwen3-8b-oc"
 KEY = {"OPENAI_API_KEY": "EMPTY"}  # litellm (terminus-2) wants one; the loopback server takes any
 
 
-class CountingEnvironment(DockerV1Environment):
+class CountingEnvironment(OfflineComposeV1Environment):
     """The tests' docker environment, each call recorded (when it started and how long it took) in the trial's
     directory."""
 

@@ -1,14 +1,8 @@
 """Test support for Harbor: its local docker environment here, a `harbor run` helper, and what a job leaves behind.
 
-Harbor's own local docker environment, on a daemon with no network bridge and no Compose v2 plugin:
-`harbor run ... -e tests.harbor_support:DockerV1Environment` (the repository root on PYTHONPATH). Relative to
-`-e docker` (harbor/environments/docker/docker.py) it changes only:
-- the compose front end: tests/fixtures/harbor/compose-v1, a wrapper over Debian's docker-compose 1.29 (`exec` and
-  `cp` go to the docker CLI), without `up --wait` (Harbor then polls `exec true` until the container answers);
-- the network: Harbor's own docker-compose-no-network.yaml goes last, so `main` runs with `network_mode: none` and no
-  compose network is made. The environment therefore says it can disable the internet, and never probes the kernel
-  for Harbor's egress sidecar (that probe pulls an image).
-Everything else (build or prebuilt image, up, exec, upload, download, logs, stop) is Harbor's code.
+Harbor's local docker environment runs here on a daemon with no network bridge and no Compose v2 plugin, through the
+environment oc-repl ships for such machines: `harbor run ... -e oc_repl.harbor:OfflineComposeV1Environment`
+(oc_repl/integrations/harbor/compose_v1.py).
 """
 
 import json
@@ -21,44 +15,16 @@ from typing import Any
 # Before Harbor loads: no telemetry, and litellm's bundled cost map (a remote fetch would be retried offline).
 os.environ.update(HARBOR_TELEMETRY="0", LITELLM_LOCAL_MODEL_COST_MAP="True")
 
-from harbor.environments.capabilities import EnvironmentCapabilities
-from harbor.environments.docker import COMPOSE_NO_NETWORK_PATH
-from harbor.environments.docker.docker import DockerEnvironment
-from harbor.environments.docker.runtime import ContainerRuntime
+from oc_repl.integrations.harbor.compose_v1 import OfflineComposeV1Environment
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "harbor"
-WRAPPER = FIXTURES / "compose-v1"
 TASK = FIXTURES / "write-hi"
-ENVIRONMENT = "tests.harbor_support:DockerV1Environment"
+ENVIRONMENT = "oc_repl.harbor:OfflineComposeV1Environment"
 AGENT = "oc_repl.harbor:OcRepl"
 
 
-class DockerV1Environment(DockerEnvironment):
-    @classmethod
-    def runtime(cls) -> ContainerRuntime:
-        return ContainerRuntime(
-            engine=("docker",),
-            compose=(str(WRAPPER),),
-            supports_compose_wait=False,
-            supports_compose_cp=True,
-            supports_compose_project_directory=True,
-        )
-
-    @classmethod
-    def _egress_control_kernel_support(cls) -> bool:
-        return False
-
-    @property
-    def _docker_compose_paths(self) -> list[Path]:
-        return [*super()._docker_compose_paths, COMPOSE_NO_NETWORK_PATH]
-
-    @property
-    def capabilities(self) -> EnvironmentCapabilities:
-        return super().capabilities.model_copy(update={"disable_internet": True})
-
-
-async def started(task_dir: Path, trial_dir: Path, name: str) -> DockerV1Environment:
+async def started(task_dir: Path, trial_dir: Path, name: str) -> OfflineComposeV1Environment:
     """The environment of a Harbor task, started as a trial starts it, for tests that drive it without a trial."""
     from harbor.models.task.task import Task
     from harbor.models.trial.paths import TrialPaths
@@ -66,7 +32,7 @@ async def started(task_dir: Path, trial_dir: Path, name: str) -> DockerV1Environ
     task = Task(task_dir)
     paths = TrialPaths(trial_dir)
     paths.mkdir()
-    environment = DockerV1Environment(
+    environment = OfflineComposeV1Environment(
         environment_dir=task.paths.environment_dir,
         environment_name=task.short_name,
         session_id=f"{name}__env",
