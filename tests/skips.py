@@ -94,8 +94,28 @@ def summary(reports: list[Any]) -> list[str]:
     return lines
 
 
+# Tests that run only where something on the machine turns them on (no flag): the run says they ran, and why.
+TURNED_ON = {
+    "realmodel": "the tiny model's tests ran ({n}): a real llama-cpp-python server, minutes on a loaded machine; on "
+    "the venv OC_REPL_TINY_VENV names, else the quick start's (~/.cache/oc-repl/tiny-venv). OC_REPL_TINY_VENV=/nowhere "
+    "leaves them out",
+}
+
+
+def turned_on(reports: list[Any]) -> list[str]:
+    """A line for each kind of test that ran because something on the machine turned it on."""
+    return [
+        said.format(n=n)
+        for marker, said in TURNED_ON.items()
+        if (n := sum(marker in getattr(report, "keywords", {}) for report in reports))
+    ]
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     reports = terminalreporter.stats.get("skipped", [])
     terminalreporter.write_sep("=", f"skipped: {len(reports)}" + (", by what they need" if reports else ""))
     for line in summary(reports):
+        terminalreporter.write_line(line)
+    ran = [r for kind in ("passed", "failed") for r in terminalreporter.stats.get(kind, []) if r.when == "call"]
+    for line in turned_on(ran):
         terminalreporter.write_line(line)

@@ -91,3 +91,11 @@ def test_the_venv_the_quick_start_builds_is_found_without_being_named(tmp_path, 
     except pytest.skip.Exception as skipped:  # a skip here is the venv not found: this test's failure
         pytest.fail(f"the quick start's venv was not found: {skipped}")
     assert found == venv
+
+
+def test_the_summary_says_which_tests_something_on_the_machine_turned_on(tmp_path):
+    source = "import pytest\n\n@pytest.mark.realmodel\ndef test_tiny():\n    pass\n\ndef test_plain():\n    pass\n"
+    out = pytest_summary(tmp_path, source)
+    assert "the tiny model's tests ran (1): a real llama-cpp-python server" in out
+    assert "OC_REPL_TINY_VENV=/nowhere leaves them out" in out
+    assert "tiny model" not in pytest_summary(tmp_path, "def test_plain():\n    pass\n")
