@@ -166,7 +166,8 @@ class Session:
         self.plan.settings = self.settings.replace(max_turns=turns)
 
     def set_verifier(self, command: str) -> None:
-        self.plan.verifier = verifier_for(self.settings.replace(verify=command, verify_file=None))
+        self.plan.settings = self.settings.replace(verify=command, verify_file=None)  # thread.started says it
+        self.plan.verifier = verifier_for(self.settings)
 
     def switch_sandbox(self, spec: str) -> None:
         """Move to another sandbox (a new conversation); when it cannot be opened (or is refused), the current one

@@ -48,6 +48,9 @@ def thread_started(session: Session, isolation: ev.Isolation) -> ev.ThreadStarte
             "max_turns": s.max_turns,
             "follow_up": session.tasks_run > 0,
             **({"served": made.served} if made.served else {}),
+            # the verifier a command gave (not a task's own): what `resume` sets again
+            **({"verify": s.verify} if s.verify else {}),
+            **({"verify_file": str(s.verify_file.resolve())} if s.verify_file else {}),
         },
         attempt=session.attempt,
         isolation=isolation,

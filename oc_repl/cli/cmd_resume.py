@@ -74,12 +74,21 @@ def _conversation(path: Path, saved: Any, asked: tuple[Any, list[Any]] | None) -
     )
 
 
-def conversation_settings(started: Any) -> dict[str, Any]:
-    """What a conversation's last thread (its `thread.started`) ran with, as settings: its server, model, turn cap."""
+def conversation_settings(started: Any) -> tuple[dict[str, Any], list[str]]:
+    """What a conversation's last thread (its `thread.started`) ran with, as settings: its server, model, turn cap
+    and verifier; and what of it cannot be set again, said why."""
     if started is None:
-        return {}
-    found = {"api_base": started.api_base, "model": started.model, "max_turns": started.options.get("max_turns")}
-    return {k: v for k, v in found.items() if v}
+        return {}, []
+    options = started.options
+    found = {"api_base": started.api_base, "model": started.model, "max_turns": options.get("max_turns")}
+    found["verify"] = options.get("verify")
+    lost = []
+    verify_file = options.get("verify_file")
+    if verify_file and Path(verify_file).is_file():
+        found["verify_file"] = Path(verify_file)
+    elif verify_file:
+        lost.append(f"its verify file {verify_file} is gone (/verify CMD sets a verifier)")
+    return {k: v for k, v in found.items() if v}, lost
 
 
 def check_sandbox(spec: str) -> None:
@@ -137,11 +146,15 @@ def resume(ctx: click.Context, conversation: Path | None, **params: Any) -> None
     except OcReplError as exc:
         sys.exit(report_error(exc))
     # the conversation's server, model and turn cap, under what this command line gives (over config and environment)
-    restored = {k: v for k, v in conversation_settings(started).items() if k not in given}
+    found, lost = conversation_settings(started)
+    verifier_given = {"verify", "verify_file"} & set(given)  # either one replaces the conversation's verifier
+    restored = {k: v for k, v in found.items() if k not in given and not (k.startswith("verify") and verifier_given)}
     settings = _settings_or_exit({**restored, **given})
     if restored:
         said = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in restored.items())
-        click.echo(f"oc-repl: the conversation's {said}; a verifier is not restored (/verify CMD sets one)", err=True)
+        click.echo(f"oc-repl: the conversation's {said}", err=True)
+    for why in lost:
+        click.echo(f"oc-repl: not restored: {why}", err=True)
     where = {"sandbox": saved.sandbox} if saved.sandbox else {}
     settings = settings.replace(protocol=saved.protocol, transcript=settings.transcript or path, **where)
     sys.exit(run_shell(settings, resumed=saved))

@@ -142,23 +142,45 @@ def test_nothing_to_resume_is_a_usage_error(tmp_path):
     assert proc.returncode == 2 and "no shell conversation to resume" in proc.stderr
 
 
-def test_a_resumed_conversation_keeps_its_turn_cap_and_model_unless_told_otherwise(tmp_path, serve):
+def test_a_resumed_conversation_keeps_its_turn_cap_model_and_verifier_unless_told_otherwise(tmp_path, serve):
     server = serve({"replies": SCRIPTS["camel-terminal-toolkit"]})
-    first = TmuxShell(tmp_path, server.url, "--yes", "--max-turns", "5")
+    first = TmuxShell(tmp_path, server.url, "--yes", "--max-turns", "5", "--verify", "test -f one.txt")
     try:
         first.type_line("first task")
-        first.wait_for("■ done", timeout=60)
+        first.wait_for("■ verified", timeout=60)
         first.wait_for_prompt(2)
         kill_hard(first)
     finally:
         first.close()
     second = TmuxShell(tmp_path, server.url, "--yes", "resume")  # its server given again; the rest not
     try:
-        second.wait_for("the conversation's model qwen3-8b-oc, max turns 5")
+        second.wait_for("the conversation's model qwen3-8b-oc, max turns 5, verify test -f one.txt")
         second.type_line("second task")
-        second.wait_for("■ done", timeout=60, count=1)
+        second.wait_for("■ verified", timeout=60, count=1)
     finally:
         second.close()
     events = [json.loads(line) for line in transcript_of(tmp_path).read_text().splitlines()]
     started = [e for e in events if e["type"] == "thread.started"]
     assert len(started) == 2 and started[-1]["options"]["max_turns"] == 5 and started[-1]["model"] == "qwen3-8b-oc"
+    assert started[-1]["options"]["verify"] == "test -f one.txt"
+    verdicts = [e for e in events if e["type"] == "verify.completed"]
+    assert [v["command"] for v in verdicts] == ["test -f one.txt"] * 2 and all(v["passed"] for v in verdicts)
+
+
+def test_a_verify_file_that_is_gone_is_said_not_restored(tmp_path):
+    from oc_repl.cli.cmd_resume import conversation_settings
+    from oc_repl.events import ThreadStarted
+
+    check = tmp_path / "check.sh"
+    check.write_text("test -f one.txt\n")
+    started = ThreadStarted(
+        thread_id="t", model="m", protocol="raw", sandbox="none", api_base="http://127.0.0.1:1/v1",
+        options={"verify_file": str(check), "max_turns": 3},
+    )  # fmt: skip
+    assert conversation_settings(started) == (
+        {"api_base": "http://127.0.0.1:1/v1", "model": "m", "max_turns": 3, "verify_file": check},
+        [],
+    )
+    check.unlink()
+    found, lost = conversation_settings(started)
+    assert "verify_file" not in found and lost == [f"its verify file {check} is gone (/verify CMD sets a verifier)"]
