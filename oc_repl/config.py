@@ -316,18 +316,11 @@ def options_on(surface: str) -> list[Option]:
     return [option for option in OPTIONS.values() if surface in option.on]
 
 
-SANDBOX_SCHEMES = ("local", "docker", "docker-image")
-
-
 def check_sandbox_spec(spec: str) -> None:
-    """A sandbox is named scheme:target; anything else is refused at once, not at the first task."""
-    scheme, sep, target = spec.partition(":")
-    hint = "use local:<dir>, docker:<container> or docker-image:<image>"
-    if not sep or not target:
-        raise UsageError(f"sandbox {spec!r} is not of the form scheme:target", hint=hint)
-    if scheme not in SANDBOX_SCHEMES:
-        known = ", ".join(SANDBOX_SCHEMES)
-        raise UsageError(f"sandbox {spec!r}: unknown scheme {scheme!r} (known: {known})", hint=hint)
+    """A sandbox is named scheme:target of a known kind; anything else is refused at once, not at the first task."""
+    from oc_repl.sandbox.kinds import kind_of
+
+    kind_of(spec)
 
 
 def _checked(option: Option, value: Any) -> Any:

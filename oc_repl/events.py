@@ -63,6 +63,11 @@ class Reasoning(Record):
 CommandStatus = Literal["in_progress", "completed", "failed", "timed_out", "declined"]
 
 
+# The tool name of a terminal observation: the screen shown to a model that watches a terminal (terminus), an item of
+# its own after the turn's keystrokes, not an action of the model.
+TERMINAL_TOOL = "terminal"
+
+
 @event
 class CommandExecution(Record):
     """One action of the model in the sandbox: a command, keystrokes or a file operation."""

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from oc_repl.config import RunSettings
 from oc_repl.errors import ConfinementUnavailable, SandboxError, UsageError
+from oc_repl.sandbox.kinds import CONTAINERS, KINDS, image_spec, kind_of, target_of
 from oc_repl.types import Consent, Sandbox, Task
 
 if TYPE_CHECKING:
@@ -155,10 +156,11 @@ def check_attempts(settings: RunSettings, attempts: int) -> None:
         return
     if settings.task is None and not (settings.verify or settings.verify_file):
         raise UsageError("--attempts repeats a run until it is verified: give --task, --verify or --verify-file")
-    if settings.task is None and not settings.sandbox.startswith("docker-image:"):
+    if settings.task is None and not kind_of(settings.sandbox).fresh:
+        fresh = " or ".join(f"--sandbox {kind.form}" for kind in KINDS.values() if kind.fresh)
         raise UsageError(
             f"--attempts needs a sandbox that starts afresh for every attempt, which {settings.sandbox} does not",
-            hint="use --task DIR or --sandbox docker-image:IMAGE (a new container per attempt)",
+            hint=f"use --task DIR or {fresh} (a new one per attempt)",
         )
 
 
@@ -194,12 +196,12 @@ class Sandboxes:
 
     @property
     def where(self) -> str:
-        """A local: sandbox's directory as a person must read it in a question: absolute, never `.`."""
-        return os.path.abspath(os.path.expanduser(self.spec.removeprefix("local:")))
+        """The host directory an on-host sandbox runs in, as a person must read it in a question: absolute."""
+        return os.path.abspath(os.path.expanduser(target_of(self.spec)))
 
     def _consent(self, consent: Consent) -> None:
         """Nothing the model chooses runs on this host without a yes: --yes, or one the consent hook gives."""
-        if not self.spec.startswith("local:") or self.yes:
+        if not kind_of(self.spec).on_host or self.yes:
             return
         where = self.where
         network = "the network on" if self.options.get("network") else "no network"
@@ -209,7 +211,7 @@ class Sandboxes:
             return
         raise UsageError(
             f"refusing to run model-chosen commands on this host (in {where}) without consent",
-            hint="pass --yes, or use a container sandbox (docker:<name>, docker-image:<image>)",
+            hint=f"pass --yes, or use a container sandbox ({CONTAINERS})",
         )
 
     def _unconfined_consent(self, consent: Consent, why: str) -> None:
@@ -236,13 +238,13 @@ class TaskSandboxes(Sandboxes):
         from oc_repl.tasks.image import image_tag
 
         self.task_dir, self.image_ready = task_dir, settings.image is not None
-        super().__init__(f"docker-image:{settings.image or image_tag(task_dir)}", options)
+        super().__init__(image_spec(settings.image or image_tag(task_dir)), options)
 
     def open(self, consent: Consent, meanwhile: Callable[[], None] | None = None) -> Sandbox:
         from oc_repl.tasks.image import build_image, task_network
 
         if not self.image_ready:
-            self.spec, self.image_ready = f"docker-image:{build_image(self.task_dir)}", True
+            self.spec, self.image_ready = image_spec(build_image(self.task_dir)), True
         if "network" not in self.options:
             self.options["network"] = task_network(self.task_dir)
         return super().open(consent, meanwhile)

@@ -222,6 +222,8 @@ class Sandbox(Protocol):
     # Where a verifier's own files go (a `--verify-file` script, pytest's record): a directory the driver keeps out of
     # the agent's reach where it seals verifiers.
     verifier_home: str = "/tmp/.oc-repl/verifier"
+    # Its commands run on this machine (as the user, in a directory of theirs), not in a container or elsewhere.
+    on_host: bool = False
 
     def exec(self, command: str, timeout: float, cwd: str | None = None, user: str | None = None) -> ExecResult: ...
     # `wait`: the caller waits up to this long for the command's end next; a sandbox whose calls are costly waits in

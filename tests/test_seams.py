@@ -4,6 +4,7 @@ up by name."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import re
 from importlib import import_module
@@ -12,7 +13,7 @@ import pytest
 
 from oc_repl.config import RunSettings
 from oc_repl.protocols import KINDS
-from oc_repl.sandbox import DRIVERS
+from oc_repl.sandbox.kinds import KINDS as SANDBOX_KINDS
 from oc_repl.types import AgentProtocol, Sandbox
 from tests.conftest import ROOT
 
@@ -37,7 +38,7 @@ def load(target: str) -> type:
     return getattr(import_module(module), name)
 
 
-@pytest.mark.parametrize("target", sorted(DRIVERS.values()))
+@pytest.mark.parametrize("target", sorted(kind.driver for kind in SANDBOX_KINDS.values()))
 def test_every_driver_is_a_sandbox_and_reads_its_own_options(target):
     driver = load(target)
     assert Sandbox in driver.__mro__
@@ -67,3 +68,30 @@ def test_no_capability_is_probed_for_by_name():
         if probe.search(line)
     ]
     assert found == []
+
+
+def named_outside(names: set[str], home: str) -> list[str]:
+    """Every string constant in oc_repl that is one of `names`, outside the `home` package: code that branches on a
+    kind by its name (an f-string's literal part counts: f"local:{x}" names the kind too)."""
+    found = []
+    for path in sorted((ROOT / "oc_repl").rglob("*.py")):
+        if path.is_relative_to(ROOT / home):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and node.value in names:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+    return found
+
+
+def test_no_sandbox_kind_is_named_outside_the_sandbox_package():
+    schemes = {f"{scheme}:" for scheme in SANDBOX_KINDS}
+    assert named_outside(schemes, "oc_repl/sandbox") == []
+
+
+def test_the_name_finder_finds_a_scheme_in_an_f_string(tmp_path, monkeypatch):
+    import tests.test_seams as seams
+
+    (tmp_path / "oc_repl").mkdir()
+    (tmp_path / "oc_repl" / "part.py").write_text('spec = f"local:{where}"\nother = "local: is a word here"\n')
+    monkeypatch.setattr(seams, "ROOT", tmp_path)
+    assert named_outside({"local:"}, "oc_repl/sandbox") == ["oc_repl/part.py:1: 'local:'"]

@@ -210,7 +210,7 @@ def from_transcript(
         assets=[{k: a.get(k, "") for k in ("name", "sha256", "source")} for a in started.get("assets") or []],
         error=errors[-1].get("message", "") if errors else "",
         arm="" if arm == protocol else arm,
-        signatures=signatures(events, status, protocol),
+        signatures=signatures(events, status),
         actions=turn_actions(events),
     )
 

@@ -13,11 +13,11 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from oc_repl.events import TERMINAL_TOOL
 from oc_repl.outcome import Status
 
 ACTION_CHARS = 300  # of one turn's actions, kept in the record
 REPEATED = 3  # the same command this many times in a run that hit its turn cap: it was stuck on it
-TERMINAL = "terminal"  # the tool name of terminus's observation of the screen (not an action of the model)
 # a terminus reply that marks the task complete (JSON or XML) is an answer, not a wait
 _COMPLETES = re.compile(r"task_complete[\"'\s:>]*true", re.IGNORECASE)
 
@@ -37,7 +37,7 @@ def turn_actions(events: Iterable[dict[str, Any]]) -> list[str]:
 
 def _action(item: dict[str, Any]) -> list[str]:
     kind = item.get("type")
-    if kind == "command_execution" and item.get("tool") != TERMINAL:
+    if kind == "command_execution" and item.get("tool") != TERMINAL_TOOL:
         command = str(item.get("command") or "").strip()
         return [command] if command else []
     if kind == "file_change":
@@ -51,7 +51,7 @@ def _clip(text: str) -> str:
     return text if len(text) <= ACTION_CHARS else text[: ACTION_CHARS - 1] + "…"
 
 
-def signatures(events: list[dict[str, Any]], status: Status, protocol: str) -> list[str]:
+def signatures(events: list[dict[str, Any]], status: Status) -> list[str]:
     """The failure signatures of one trial, each a short line beginning with its name."""
     found: list[str] = []
     per_turn = _turn_items(events)
@@ -59,13 +59,15 @@ def signatures(events: list[dict[str, Any]], status: Status, protocol: str) -> l
         str(item.get("command")).strip()
         for items in per_turn
         for item in items
-        if item.get("type") == "command_execution" and item.get("tool") != TERMINAL and str(item.get("command")).strip()
+        if item.get("type") == "command_execution"
+        and item.get("tool") != TERMINAL_TOOL
+        and str(item.get("command")).strip()
     )
     if status is Status.TURN_CAP and commands:
         command, times = commands.most_common(1)[0]
         if times >= REPEATED:
             found.append(f"turn_cap_repeating: {_clip(command)!r} {times} times")
-    if protocol.startswith("terminus"):
+    if any(item.get("tool") == TERMINAL_TOOL for items in per_turn for item in items):  # a terminal the model watches
         idle = sum(1 for items in per_turn if items and not any(_waits_not(item) for item in items))
         if idle:
             found.append(f"idle_turns: {idle} of {len(per_turn)} replies only waited")
@@ -109,10 +111,15 @@ def _waits_not(item: dict[str, Any]) -> bool:
         return True
     if item.get("type") == "agent_message":
         return bool(_COMPLETES.search(str(item.get("text") or "")))
-    return item.get("type") == "command_execution" and item.get("tool") != TERMINAL and bool(item.get("command"))
+    return _acts(item) and bool(item.get("command"))
 
 
 def _said_or_did(item: dict[str, Any]) -> bool:
     if item.get("type") == "agent_message":
         return bool(str(item.get("text") or "").strip())
     return item.get("type") in ("command_execution", "file_change", "parse_error")
+
+
+def _acts(item: dict[str, Any]) -> bool:
+    """A command or keystrokes of the model's (not the screen it was shown after them)."""
+    return item.get("type") == "command_execution" and item.get("tool") != TERMINAL_TOOL

@@ -62,7 +62,7 @@ def _conversation(path: Path, saved: Any, asked: tuple[Any, list[Any]] | None) -
             tasks=saved.tasks + 1,
         )  # fmt: skip
     # a conversation that never finished a task: its sandbox as the thread named it, when that names it alone
-    reachable = thread.sandbox if thread.sandbox.startswith(("local:", "docker:")) else None
+    reachable = thread.sandbox if _reattachable(thread.sandbox) else None
     if reachable is None and thread.sandbox != "none":
         raise UsageError(
             f"the conversation in {path} ran in {thread.sandbox}, whose container was not recorded before the shell "
@@ -72,6 +72,15 @@ def _conversation(path: Path, saved: Any, asked: tuple[Any, list[Any]] | None) -
     return ConversationSaved(
         thread_id=thread.thread_id, protocol=thread.protocol, sandbox=reachable or "", messages=messages, tasks=1
     )
+
+
+def _reattachable(spec: str) -> bool:
+    from oc_repl.sandbox.kinds import kind_of
+
+    try:
+        return kind_of(spec).reattachable
+    except UsageError:  # "none", or a sandbox of no kind oc-repl opens (Harbor's)
+        return False
 
 
 def conversation_settings(started: Any) -> tuple[dict[str, Any], list[str]]:
@@ -93,30 +102,14 @@ def conversation_settings(started: Any) -> tuple[dict[str, Any], list[str]]:
 
 def check_sandbox(spec: str) -> None:
     """The sandbox is still there: the local directory, or the container (kept, or not yet expired), running."""
-    if spec.startswith("local:"):
-        if not Path(spec.removeprefix("local:")).is_dir():
-            raise UsageError(f"the conversation's sandbox directory {spec.removeprefix('local:')} no longer exists",
-                             hint=START_ANEW)  # fmt: skip
-    elif spec.startswith("docker:"):
-        from oc_repl.sandbox.docker import connect
+    if not _reattachable(spec):
+        return
+    from oc_repl.sandbox import driver
+    from oc_repl.sandbox.kinds import target_of
 
-        name = spec.removeprefix("docker:")
-        try:
-            client = connect()
-        except OcReplError as exc:
-            raise UsageError(f"cannot reach the docker daemon to find container {name}: {exc.message}") from None
-        try:
-            status = client.containers.get(name).status
-        except Exception:  # docker's NotFound, or any answer that is not the container
-            status = "gone"
-        finally:
-            client.close()
-        if status != "running":
-            raise UsageError(
-                f"the conversation's container {name} is {'no longer there' if status == 'gone' else status}: its "
-                "sandbox is gone (a container outlives the shell only with --keep)",
-                hint=START_ANEW,
-            )
+    why = driver(spec).gone(target_of(spec))
+    if why:
+        raise UsageError(why, hint=START_ANEW)
 
 
 def end_lines(path: Path) -> None:

@@ -132,7 +132,9 @@ class Shell:
             self.session.resume(resumed)
 
     def _default_approval(self, sandbox: str) -> str:
-        return "auto" if self.consented or not sandbox.startswith("local:") else "ask"
+        from oc_repl.sandbox.kinds import kind_of
+
+        return "auto" if self.consented or not kind_of(sandbox).on_host else "ask"
 
     @property
     def settings(self) -> RunSettings:

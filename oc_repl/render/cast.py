@@ -1,11 +1,11 @@
 """A transcript as an asciicast v2 recording (`oc-repl show --cast FILE.cast`), for every protocol.
 
-A terminus run is replayed from its terminal's screens: at each observation, the whole visible screen as the terminal
-showed it (keystrokes echoed, output scrolled, earlier lines still there) becomes a full frame (cleared, then drawn),
-so the recording's last frame is the terminal's last screen. A transcript written before screens were recorded falls
-back on what the model was shown. Any other protocol (camel,
-raw) becomes a terminal session of the model's side of the conversation: what it said and thought, each command
-with its output, each file it wrote, what could not be parsed, the verifier's verdict and how the run ended.
+A run that watched a terminal (terminus's) is replayed from the terminal's screens: at each observation, the whole
+visible screen as the terminal showed it (keystrokes echoed, output scrolled, earlier lines still there) becomes a full
+frame (cleared, then drawn), so the recording's last frame is the terminal's last screen. A transcript written before
+screens were recorded falls back on what the model was shown. Any other run (camel, raw) becomes a terminal session
+of the model's side of the conversation: what it said and thought, each command with its output, each file it wrote,
+what could not be parsed, the verifier's verdict and how the run ended.
 
 Times are the transcript's own (each event's `ts`), divided by `speed`, with every pause capped at `idle_cap`
 seconds before that; the header records the cap too. Text from the model or the sandbox is made visible
@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from oc_repl.events import TERMINAL_TOOL
 from oc_repl.private import write_atomic
 from oc_repl.render.sanitize import sanitize
 from oc_repl.safejson import lines
@@ -39,7 +40,6 @@ RESET, BOLD, DIM, RED, GREEN, YELLOW, CYAN = (
 )
 WIDTH, HEIGHT = (80, 240), (24, 200)  # the bounds of a recording's terminal
 OUTPUT_LINES = 40  # of a command's output, in a session recording: the first ones, then how many more
-TERMINAL = "terminal"  # terminus's observation item (oc_repl/protocols/terminus)
 
 
 def read(transcript: Path) -> list[dict[str, Any]]:
@@ -56,7 +56,7 @@ def screens(events: Iterable[dict[str, Any]]) -> list[tuple[float, str]]:
     for event in events:
         item = event.get("item") or {}
         screen = item.get("screen")
-        if event.get("type") != "item.completed" or screen is None and item.get("tool") != TERMINAL:
+        if event.get("type") != "item.completed" or screen is None and item.get("tool") != TERMINAL_TOOL:
             continue
         text = str(item.get("aggregated_output") or "") if screen is None else screen.rstrip("\n")
         found.append((float(event.get("ts") or 0.0), text))
@@ -118,9 +118,9 @@ def _item(item: dict[str, Any]) -> str:
 
 def frames(events: list[dict[str, Any]]) -> tuple[str, list[tuple[float, str]]]:
     """The kind of recording ("screens" or "session") and its output at the transcript's times."""
-    started = next((e for e in events if e.get("type") == "thread.started"), {})
-    if str(started.get("protocol") or "").startswith("terminus"):
-        return "screens", [(ts, CLEAR + _crlf(screen)) for ts, screen in screens(events)]
+    found = screens(events)  # a run that watched a terminal is replayed as that terminal
+    if found:
+        return "screens", [(ts, CLEAR + _crlf(screen)) for ts, screen in found]
     return "session", _session(events)
 
 

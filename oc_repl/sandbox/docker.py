@@ -22,7 +22,7 @@ from contextlib import suppress
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from oc_repl.errors import SandboxError, SandboxLost
+from oc_repl.errors import OcReplError, SandboxError, SandboxLost
 from oc_repl.sandbox import docker_lifetime, leftovers
 from oc_repl.sandbox.docker_channel import ChannelPool
 from oc_repl.sandbox.docker_container import USER_LABEL, connect, container_limits, create_container
@@ -107,6 +107,27 @@ class DockerSandbox(Metered, ContainerVerdicts, Sandbox):
     def options_from(settings: RunSettings) -> dict[str, Any]:
         """The options of `from_spec` a run's settings give."""
         return {"workdir": settings.workdir}
+
+    @staticmethod
+    def gone(rest: str) -> str:
+        """Why a conversation cannot be taken up in this container again ("" when it runs)."""
+        try:
+            client = connect()
+        except OcReplError as exc:
+            return f"cannot reach the docker daemon to find container {rest}: {exc.message}"
+        try:
+            status = client.containers.get(rest).status
+        except Exception:  # docker's NotFound, or any answer that is not the container
+            status = "gone"
+        finally:
+            client.close()
+        if status == "running":
+            return ""
+        where = "no longer there" if status == "gone" else status
+        return (
+            f"the conversation's container {rest} is {where}: its sandbox is gone (a container outlives the shell "
+            "only with --keep)"
+        )
 
     def isolation(self) -> Isolation:
         """The network and limits in force, as the daemon reports them now. An attached container's limits are its

@@ -63,6 +63,8 @@ def host_environment() -> dict[str, str]:
 class LocalSandbox(Metered, Sandbox):
     """Runs everything on this machine, confined unless `confine=False` (see the module doc)."""
 
+    on_host = True
+
     def __init__(
         self,
         root: Path,
@@ -116,6 +118,11 @@ class LocalSandbox(Metered, Sandbox):
     @classmethod
     def from_spec(cls, rest: str, **opts: Any) -> LocalSandbox:
         return cls(Path(rest), **opts)
+
+    @staticmethod
+    def gone(rest: str) -> str:
+        """Why a conversation cannot be taken up in this sandbox again ("" when it can)."""
+        return "" if Path(rest).is_dir() else f"the conversation's sandbox directory {rest} no longer exists"
 
     @staticmethod
     def options_from(settings: RunSettings) -> dict[str, Any]:

@@ -28,22 +28,22 @@ def test_signatures_name_how_a_trial_failed():
     stuck = [
         e for n in range(1, 5) for e in turn(n, {"type": "agent_message", "id": "m", "text": "again"}, command("ls /x"))
     ]
-    assert signatures(stuck, Status.TURN_CAP, "camel-terminal-toolkit") == ["turn_cap_repeating: 'ls /x' 4 times"]
+    assert signatures(stuck, Status.TURN_CAP) == ["turn_cap_repeating: 'ls /x' 4 times"]
     waiting = turn(1, command("make\n", "keystrokes"), SCREEN) + turn(2, command("", "keystrokes"), SCREEN)
     waiting += turn(3, SCREEN) + turn(
         4, {"type": "agent_message", "id": "m", "text": '{"task_complete": true}'}, SCREEN
     )
-    assert signatures(waiting, Status.VERIFY_FAILED, "terminus-json") == ["idle_turns: 2 of 4 replies only waited"]
+    assert signatures(waiting, Status.VERIFY_FAILED) == ["idle_turns: 2 of 4 replies only waited"]
     broken = turn(1, {"type": "parse_error", "id": "p", "message": "no JSON"}) + turn(2)
     broken += [
         {"type": "verify.completed", "findings": [{"kind": "verifier_file", "path": "/tests/x", "affects_tests": True}]}
     ]
-    assert signatures(broken, Status.TAMPERED, "terminus-json") == [
+    assert signatures(broken, Status.TAMPERED) == [
         "parse_errors: 1",
         "empty_replies: 1 of 2",
         "tamper: verifier_file /tests/x",
     ]
-    assert signatures(turn(1, command("ls")), Status.CONTEXT_LENGTH, "raw") == [
+    assert signatures(turn(1, command("ls")), Status.CONTEXT_LENGTH) == [
         "context_overflow: the conversation outgrew the model's context"
     ]
 

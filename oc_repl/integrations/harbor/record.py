@@ -149,7 +149,7 @@ def trajectory(record: RunRecord, session_id: str, version: str) -> Any:
                 path = item.changes[0].path if item.changes else ""
                 calls.append(ToolCall(tool_call_id=item.id, function_name="file_change", arguments={"path": path}))
                 results.append(ObservationResult(source_call_id=item.id, content=item.status))
-            elif item.tool == "terminal":  # the screen after a turn's keystrokes: no call of its own
+            elif item.tool == ev.TERMINAL_TOOL:  # the screen after a turn's keystrokes: no call of its own
                 results.append(ObservationResult(content=item.aggregated_output))
             else:
                 name, arguments = item.tool or "command", {"command": item.command}

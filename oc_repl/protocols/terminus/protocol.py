@@ -80,7 +80,7 @@ class TerminusProtocol(AgentProtocol):
 
     def _open_terminal(self, sandbox: Sandbox, cwd: str, choice: str) -> Terminal:
         upstream_keys = not self.deviations.all_keys_typed
-        socket = private_socket() if sandbox.spec.startswith("local:") else None
+        socket = private_socket() if sandbox.on_host else None
         if choice != "pty" and sandbox.call_latency() >= COSTLY_CALL:
             from oc_repl.protocols.terminus.tmux_inside import HelperRefused, InsideTmuxTerminal
 
@@ -219,7 +219,7 @@ class TerminusProtocol(AgentProtocol):
             ev.ItemCompleted(
                 item=ev.CommandExecution(
                     id=ev.new_id(),
-                    tool="terminal",
+                    tool=ev.TERMINAL_TOOL,
                     command="(observation)",
                     aggregated_output=observation,
                     status="completed",

@@ -252,14 +252,19 @@ class TmuxTerminal(Terminal):
         # container: no user or system config (-f /dev/null), and a bash login shell in the pane whatever the user's
         # shell is (tmux takes its default-shell from $SHELL when the server starts, and runs it as `-bash`).
         launch = f"SHELL=/bin/bash {self.tmux} -f /dev/null" if self._socket else self.tmux
-        # A session of that name is an earlier terminal's that outlived its client (a killed shell resumed in its kept
-        # container, an attached container used before): it is ended, in the same call, so this one can start.
-        leftover = "" if self._socket else f"{self.tmux} kill-session -t {SESSION} 2>/dev/null; "
-        return (
-            f"{leftover}{launch} new-session -x {WIDTH} -y {HEIGHT} -d -s {SESSION} \\; "
+        start = (
+            f"{launch} new-session -x {WIDTH} -y {HEIGHT} -d -s {SESSION} \\; "
             f"set-option -t {SESSION} history-limit {HISTORY_LIMIT} \\; "
             f"display-message -p -t {SESSION} '#{{pane_pid}} #{{socket_path}}'"
         )
+        if self._socket:
+            return start
+        # A session of that name is an earlier terminal's that outlived its client (a killed shell resumed in its kept
+        # container, an attached container used before): it is ended, in the same call, so this one can start. Its
+        # server, left without a session, exits meanwhile; a start that reached it as it went ("server exited
+        # unexpectedly") is made again, silenced but for a last try, whose error and status are the caller's.
+        again = f"n=0; while ! {{ {start}; }} 2>/dev/null && [ $n -lt 20 ]; do n=$((n + 1)); sleep 0.1; done"
+        return f"{self.tmux} kill-session -t {SESSION} 2>/dev/null; {again}; [ $n -lt 20 ] || {start}"
 
     def started(self, pane: str) -> None:
         """The session's pane as `start_command` printed it: its shell is the terminal's for the whole session."""
