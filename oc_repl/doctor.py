@@ -17,7 +17,6 @@ from oc_repl.errors import ContextOverflow, ServerError
 from oc_repl.types import Reply, Task
 
 TRAINING_CONTEXT = 16384  # the checkpoint's RL context; a smaller server window cuts long episodes short
-DEFAULT_PROTOCOL = "camel-terminal-toolkit"
 PROBE_TASK = Task(name="doctor-probe", instruction="Run `ls` with the shell_exec tool.")
 
 START_FIX = (
@@ -202,8 +201,9 @@ class Doctor:
 
     def tool_calls(self) -> Check:
         from oc_repl import protocols
+        from oc_repl.config import OPTIONS
 
-        protocol = protocols.create(DEFAULT_PROTOCOL)
+        protocol = protocols.create(OPTIONS["protocol"].default)  # the checkpoint's: tool calls
         protocol.start(PROBE_TASK)
         request = protocol.request()
         options = {**request.options, "max_tokens": 1024, "temperature": 0}

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from oc_repl.errors import UsageError
-from oc_repl.training import CAMEL_TRAINING_TURNS
+from oc_repl.protocols import kind_of
 
 if TYPE_CHECKING:
     from oc_repl.config import RunSettings
@@ -32,9 +32,8 @@ EXACT_FORBIDS: dict[str, Any] = {"temperature": None, "top_p": None, "max_tokens
 def exact_settings(settings: RunSettings, flag: Callable[[str], str]) -> RunSettings:
     """`flag`: a setting's flag, by its name."""
     wanted = dict(EXACT)
-    camel = settings.protocol_kind() == "camel"
-    if camel and "max_turns" not in settings.given:
-        wanted["max_turns"] = CAMEL_TRAINING_TURNS
+    kind = kind_of(settings.protocol)
+    wanted.update({key: value for key, value in kind.exact.items() if key not in settings.given})
     conflicts = [
         f"{flag(key)} {getattr(settings, key)}"
         for key, value in {**wanted, **EXACT_FORBIDS}.items()
@@ -45,11 +44,11 @@ def exact_settings(settings: RunSettings, flag: Callable[[str], str]) -> RunSett
             f"--exact runs exactly as upstream, which rules out {', '.join(conflicts)}",
             hint="drop those options, or drop --exact",
         )
-    if camel:
-        wanted["wire"] = settings.wire if "wire" in settings.given else "generate"  # training posted token ids
-        if settings.replace(wire=wanted["wire"]).text_wire and settings.tokenizer is None:
+    if kind.token_ids:
+        wire = wanted.get("wire", settings.wire)
+        if settings.replace(wire=wire).text_wire and settings.tokenizer is None:
             raise UsageError(
-                f"--exact sends camel's prompts as token ids on the {wanted['wire']} wire, and that needs the "
+                f"--exact sends {settings.protocol}'s prompts as token ids on the {wire} wire, and that needs the "
                 "served model's tokenizer: --tokenizer is missing",
                 hint="pass --tokenizer DIR (the served model's folder, with tokenizer.json and its chat template), "
                 "or --wire chat to run with the deviations the server's own rendering brings",

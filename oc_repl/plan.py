@@ -63,12 +63,14 @@ def plan(
 
 
 def model_files_for(settings: RunSettings) -> ModelFiles | None:
-    """The served model's files a run renders and counts with; under --exact camel needs the tokenizer itself."""
+    """The served model's files a run renders and counts with; under --exact a protocol trained on token ids needs
+    the tokenizer itself."""
     if settings.tokenizer is None:
         return None
     from oc_repl.client.model_files import load_model_files
+    from oc_repl.protocols import kind_of
 
-    return load_model_files(settings.tokenizer, need_tokenizer=settings.exact and settings.protocol_kind() == "camel")
+    return load_model_files(settings.tokenizer, need_tokenizer=settings.exact and kind_of(settings.protocol).token_ids)
 
 
 def _planned(settings: RunSettings, instruction: str | None, attempts: int, sandbox: Sandbox | None) -> RunPlan:

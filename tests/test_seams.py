@@ -12,7 +12,7 @@ from importlib import import_module
 import pytest
 
 from oc_repl.config import RunSettings
-from oc_repl.protocols import KINDS
+from oc_repl.protocols.kinds import KINDS, SYNC_SOURCES
 from oc_repl.sandbox.kinds import KINDS as SANDBOX_KINDS
 from oc_repl.types import AgentProtocol, Sandbox
 from tests.conftest import ROOT
@@ -47,7 +47,7 @@ def test_every_driver_is_a_sandbox_and_reads_its_own_options(target):
     assert set(options) <= takes, set(options) - takes
 
 
-@pytest.mark.parametrize("target", sorted(KINDS.values()))
+@pytest.mark.parametrize("target", sorted(kind.implementation for kind in KINDS.values()))
 def test_every_shipped_protocol_is_an_agent_protocol(target):
     assert AgentProtocol in load(target).__mro__
 
@@ -95,3 +95,20 @@ def test_the_name_finder_finds_a_scheme_in_an_f_string(tmp_path, monkeypatch):
     (tmp_path / "oc_repl" / "part.py").write_text('spec = f"local:{where}"\nother = "local: is a word here"\n')
     monkeypatch.setattr(seams, "ROOT", tmp_path)
     assert named_outside({"local:"}, "oc_repl/sandbox") == ["oc_repl/part.py:1: 'local:'"]
+
+
+# Protocol kinds still named outside their package, each by the row that awaits its move into its kind: the
+# option table's default, and the deviation rows tagged by kind. The list only shrinks.
+PROTOCOLS_NAMED_YET = {
+    "oc_repl/config.py": 1,  # the --protocol option's default
+    "oc_repl/deviations.py": 4,  # the rows' kinds
+}
+
+
+def test_no_protocol_kind_is_named_outside_the_protocols_package_but_those_awaiting_their_move():
+    names = {*KINDS, "camel-terminal-toolkit", "terminus", "camel", *SYNC_SOURCES} - {"raw"}  # "raw": too common a word
+    found: dict[str, int] = {}
+    for site in named_outside(names, "oc_repl/protocols"):
+        path = site.split(":")[0]
+        found[path] = found.get(path, 0) + 1
+    assert found == PROTOCOLS_NAMED_YET

@@ -8,7 +8,8 @@ from typing import Any, NoReturn
 
 import click
 
-SYNC_SOURCES = ("terminus", "camel", "openclaw")  # oc_repl.protocols.sync.SOURCES, repeated to keep this import cheap
+from oc_repl.protocols.kinds import SYNC_SOURCES
+
 SAMPLING_NAMES = ("default", "training")  # oc_repl.training.SAMPLING_PRESETS
 DEFAULT_TASK = "List the files in the working directory."
 # What tmux shows of a fresh 160x40 pane: the prompt line (trailing spaces trimmed), then the empty rows.

@@ -7,19 +7,22 @@ from typing import Any
 
 from oc_repl import paths
 
-# The camel assets that `protocols sync` replaces with the texts the checkpoint was trained on.
-SYNCED_CAMEL_ASSETS = {"system.txt", "agent.toml", "tools.json", "toolkit.toml"}
 SYNC_MARK = "said-protocols-sync"
 
 
 class SyncNotice:
-    """An event sink: the first camel run with built-in assets says, once, that the training-exact texts are one
-    `protocols sync` away (`--exact` runs refuse instead, saying so themselves)."""
+    """An event sink: the first run of a protocol that says so (camel), on built-in texts that `protocols sync`
+    replaces, says once that the training-exact texts are one command away (`--exact` runs refuse instead, saying so
+    themselves)."""
 
     def __call__(self, event: Any) -> None:
-        if event.type != "thread.started" or event.protocol != "camel-terminal-toolkit" or event.exact:
+        if event.type != "thread.started" or event.exact:
             return
-        if not any(a.source == "built-in" and a.name in SYNCED_CAMEL_ASSETS for a in event.assets):
+        from oc_repl.protocols import kind_of, sync_source
+
+        if not kind_of(event.protocol).says_sync:
+            return
+        if not any(a.source == "built-in" and sync_source(event.protocol, a.name) for a in event.assets):
             return
         mark = paths.state_dir() / SYNC_MARK
         if mark.exists():
@@ -31,6 +34,6 @@ class SyncNotice:
         except OSError:
             return  # a note that cannot be remembered is better left unsaid than said on every run
         sys.stderr.write(
-            "note: camel's prompt and harness texts are oc-repl's own wording; `oc-repl protocols sync` fetches the "
-            "texts the checkpoint was trained with (then `--exact` runs exactly as trained). Said once.\n"
+            f"note: {event.protocol}'s prompt and harness texts are oc-repl's own wording; `oc-repl protocols sync` "
+            "fetches the texts the checkpoint was trained with (then `--exact` runs exactly as trained). Said once.\n"
         )

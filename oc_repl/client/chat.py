@@ -368,11 +368,13 @@ def _status_error(response: Any, httpx: Any) -> StatusError:
 
 def run_client(settings: Any, files: Any, on_retry: OnRetry | None = None) -> ChatClient:
     """The client of a run's settings (oc_repl.config.RunSettings). On a text wire it makes the prompts itself with
-    the served model's files (oc_repl.client.model_files.ModelFiles), camel's with the harness's middle cut of a long
-    prompt, as trained."""
+    the served model's files (oc_repl.client.model_files.ModelFiles), with the middle cut of a long prompt for a
+    protocol whose harness cut it so (camel's, as trained)."""
     prompts = None
     if settings.text_wire and files is not None:
-        prompts = TextPrompts(settings.wire, files, cut=settings.protocol_kind() == "camel")
+        from oc_repl.protocols import kind_of
+
+        prompts = TextPrompts(settings.wire, files, cut=kind_of(settings.protocol).middle_cut)
     return ChatClient(
         settings.api_base,
         settings.api_key,

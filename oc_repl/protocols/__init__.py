@@ -19,17 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from oc_repl import paths, tomlfile
 from oc_repl.errors import UsageError
+from oc_repl.protocols.kinds import KINDS, PLUGIN, ProtocolKind
 from oc_repl.types import AgentProtocol, Asset
 
 if TYPE_CHECKING:
     from oc_repl.deviations import Deviations
 
-KINDS: dict[str, str] = {
-    "camel": "oc_repl.protocols.camel.protocol:CamelProtocol",
-    "terminus-json": "oc_repl.protocols.terminus.protocol:TerminusJson",
-    "terminus-xml": "oc_repl.protocols.terminus.protocol:TerminusXml",
-    "raw": "oc_repl.protocols.raw:RawProtocol",
-}
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
@@ -127,12 +122,18 @@ def load_asset(protocol: str, filename: str) -> tuple[bytes, Asset]:
     raise UsageError(f"protocol {protocol!r} has no asset {filename!r}")
 
 
+def kind_of(protocol: str) -> ProtocolKind:
+    """What the core knows of a protocol, by its name (a data folder's kind; a plugin's defaults)."""
+    manifest = manifests().get(protocol)
+    return KINDS[manifest.kind] if manifest else PLUGIN
+
+
 def create(name: str, deviations: Deviations | None = None, **options: Any) -> AgentProtocol:
     """Build a protocol; options its kind does not take (say, --history for a keystroke protocol) are left out.
     `deviations` (the run's, `Deviations.from_settings`) goes to every kind that departs from upstream; without it a
     protocol does what the project does by default."""
     manifest = manifests().get(name)
-    target = KINDS[manifest.kind] if manifest else _entry_points().get(name)
+    target = KINDS[manifest.kind].implementation if manifest else _entry_points().get(name)
     if target is None:
         raise UsageError(f"unknown protocol {name!r}; known: {', '.join(names())}")
     module, _, attr = target.partition(":")

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oc_repl import paths
+from oc_repl.protocols.kinds import SYNC_SOURCES
 
-SOURCES = ("terminus", "camel", "openclaw")
+SOURCES = SYNC_SOURCES
 RECORD = "sync.json"
 
 Say = Callable[[str], None]
