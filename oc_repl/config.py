@@ -18,12 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from oc_repl.apikey import KEY_ENV, read_key_file
+from oc_repl.client.wires import CHAT, TEXT_WIRES, WIRES
 from oc_repl.errors import UsageError
 from oc_repl.training import SAMPLING_PRESETS
 
 DEFAULT_API_BASE = "http://127.0.0.1:30000/v1"  # sglang's default port
-WIRES = ("chat", "completions", "generate")
-TEXT_WIRES = ("completions", "generate")  # the prompt rendered (and tokenized) by oc-repl
 
 # Where a setting is taken.
 FLAG = "flag"  # `oc-repl run`, the shell (and before a subcommand), `bench`
@@ -162,12 +161,12 @@ class RunSettings:
         None, "Overrides the preset's max new tokens", *EVERYWHERE, shown="the preset's", ge=1
     )
     wire: str = setting(
-        "chat",
+        CHAT.name,
         "How prompts reach the server: chat (/v1/chat/completions, the server renders), completions (/v1/completions) "
         "or generate (sglang's /generate), both rendered by oc-repl with --tokenizer's chat template",
         *EVERYWHERE,
         DOCTOR,
-        choices=WIRES,
+        choices=tuple(WIRES),
         shown="chat; generate under --exact for camel",
     )
     tokenizer: Path | None = setting(

@@ -53,7 +53,7 @@ def _row(
 
 
 def _chat_wire(s: RunSettings) -> bool:
-    return s.wire == "chat"
+    return not s.text_wire
 
 
 def _own_sampling(s: RunSettings) -> bool:
@@ -124,7 +124,7 @@ class Deviations:
     prompt_not_cut: bool = _row(
         "camel: a prompt over 8192 tokens is refused by the server as an overflow, not cut in the middle",
         CAMEL,
-        kept=lambda s: s.wire == "chat" or s.tokenizer is None,
+        kept=lambda s: not s.text_wire or s.tokenizer is None,
     )
     results_not_token_cut: bool = _row(
         "camel without a tokenizer: a tool result over 16 384 tokens is sent whole",

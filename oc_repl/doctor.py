@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
+from oc_repl.client.wires import CHAT
 from oc_repl.errors import ContextOverflow, ServerError
 from oc_repl.types import Reply, Task
 
@@ -82,7 +83,7 @@ def diagnose(
     model: str | None = None,
     timeout: float = 120.0,
     transport: Any = None,
-    wire: str = "chat",
+    wire: str = CHAT.name,
     tokenizer: Path | None = None,
     waiting: Callable[[str], None] | None = None,
 ) -> Report:
@@ -115,7 +116,7 @@ class Doctor:
         self.api_key, self.timeout = api_key, timeout
         self.waiting = waiting or (lambda what: None)
 
-    def run(self, wire: str = "chat", tokenizer: Path | None = None) -> Report:
+    def run(self, wire: str = CHAT.name, tokenizer: Path | None = None) -> Report:
         from oc_repl.doctor_wires import wire_checks
 
         probes = (

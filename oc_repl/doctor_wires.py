@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
-from oc_repl.client.api_base import server_root
+from oc_repl.client.wires import CHAT, WIRES, Wire
+from oc_repl.config import OPTIONS
+from oc_repl.protocols import kind_of
 
 if TYPE_CHECKING:
     from oc_repl.doctor import Doctor
@@ -17,32 +20,29 @@ Found = tuple[Any, ...]
 EXACT_FIX = "Serve with sglang (its /generate), or run --exact --wire completions against this server."
 
 
-def answers(doctor: Doctor, wire: str) -> bool:
-    """One token asked for on the wire's own route: does it answer 200 with JSON?"""
+def answers(doctor: Doctor, wire: Wire) -> bool:
+    """One token asked for on the wire's own route, in its own request shape: does it answer 200 with JSON?"""
     import httpx
 
-    model = doctor.report.model or ""
-    if wire == "generate":
-        url, body = server_root(doctor.report.api_base) + "/generate", {"text": "Hi", "sampling_params": {}}
-        body["sampling_params"] = {"max_new_tokens": 1, "temperature": 0}
-    else:
-        url, body = doctor.report.api_base + "/completions", {"model": model, "prompt": "Hi", "max_tokens": 1}
+    params = {"max_new_tokens": 1, "temperature": 0}
+    body = wire.part("body")(doctor.report.model or "", "Hi", params)
     try:
-        response = doctor.http.post(url, json=body, timeout=60.0)
+        response = doctor.http.post(wire.url(doctor.report.api_base), json=body, timeout=60.0)
         return response.status_code == 200 and isinstance(response.json(), dict)
     except (httpx.HTTPError, ValueError):
         return False
 
 
 def wire_checks(doctor: Doctor, wire: str, tokenizer: Path | None) -> list[Found]:
-    found = {"chat": any(c.name == "chat" and c.status == "ok" for c in doctor.report.checks)}
-    found.update({wire: answers(doctor, wire) for wire in ("completions", "generate")})
+    found = {CHAT.name: any(c.name == "chat" and c.status == "ok" for c in doctor.report.checks)}
+    found.update({name: answers(doctor, text) for name, text in WIRES.items() if text.text})
     calls = next((c for c in doctor.report.checks if c.name == "tool calls"), None)
     parser = calls.data.get("source") == "native" if calls is not None else None
-    routes = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "generate": "/generate"}
+    routes = {name: urlsplit(w.url(doctor.report.api_base)).path for name, w in WIRES.items()}
     listed = ", ".join(f"{routes[w]} {'answers' if ok else 'does not answer'}" for w, ok in found.items())
     said = {True: "a tool-call parser is on", False: "no tool-call parser", None: "tool-call parser unknown"}[parser]
-    exact = wire if wire != "chat" else "generate"  # --exact takes camel to /generate unless --wire names another
+    # --exact takes the checkpoint's protocol to the wire its training posted on, unless --wire names another
+    exact = wire if WIRES[wire].text else kind_of(OPTIONS["protocol"].default).exact.get("wire", wire)
     data: dict[str, Any] = {"answers": found, "tool_parser": parser, "exact_wire": exact}
     finding = f"{listed}; {said}; --exact will use the {exact} wire"
     checks: list[Found] = []

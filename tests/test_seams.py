@@ -112,3 +112,11 @@ def test_no_protocol_kind_is_named_outside_the_protocols_package_but_those_await
         path = site.split(":")[0]
         found[path] = found.get(path, 0) + 1
     assert found == PROTOCOLS_NAMED_YET
+
+
+def test_no_text_wire_is_named_outside_the_client_but_in_a_kind_that_says_it_posts_on_it():
+    from oc_repl.client.wires import TEXT_WIRES
+
+    found = named_outside(set(TEXT_WIRES), "oc_repl/client")
+    # camel's kind: what --exact sets for it, the wire its training posted on (a registry's row)
+    assert [site.split(":")[0] for site in found] == ["oc_repl/protocols/kinds.py"], found

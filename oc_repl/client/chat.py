@@ -24,7 +24,7 @@ from contextlib import closing
 from typing import Any
 
 from oc_repl.calls import bounded_json
-from oc_repl.client.api_base import check_api_base, server_root, unusable
+from oc_repl.client.api_base import check_api_base, unusable
 from oc_repl.client.failures import (
     Failure,
     Incomplete,
@@ -37,9 +37,10 @@ from oc_repl.client.failures import (
     retry_wait,
     server_message,
 )
-from oc_repl.client.prompt import ROUTES, Prepared, TextPrompts
+from oc_repl.client.prompt import Prepared, TextPrompts
 from oc_repl.client.stream import StreamReader, plain_reply, read_json, read_payloads
 from oc_repl.client.wire import normalise_history
+from oc_repl.client.wires import CHAT, WIRES
 from oc_repl.errors import ServerError, ServerRefused, ServerUnreachable, UsageError
 from oc_repl.types import Reply
 
@@ -93,7 +94,7 @@ class ChatClient:
         self._memo: dict[str, str] = {}
         self._http: Any = None
         self.prompts = prompts  # the completions or generate wire: the client renders the prompt itself
-        self.wire = prompts.wire if prompts is not None else "chat"
+        self.wire = WIRES[prompts.wire] if prompts is not None else CHAT
 
     def connect(self) -> None:
         """Import httpx and make the HTTP client; done by the first request, or earlier by a caller that has a wait
@@ -104,8 +105,7 @@ class ChatClient:
 
         self._httpx = httpx
         try:
-            root = server_root(self.api_base) if self.wire == "generate" else self.api_base
-            self._chat_url = httpx.URL(root + ROUTES[self.wire])
+            self._chat_url = httpx.URL(self.wire.url(self.api_base))
             self._models_url = httpx.URL(self.api_base + "/models")
         except httpx.InvalidURL as exc:
             raise unusable(self.api_base, str(exc)) from exc
@@ -142,7 +142,7 @@ class ChatClient:
         """The request as it will go on the wire (what `request.sent` records), before it is sent."""
         if self.prompts is None:
             body = self._request_body(messages, options)
-            return Prepared("chat", body, messages_in_body=body["messages"] is not messages)
+            return Prepared(self.wire.name, body, messages_in_body=body["messages"] is not messages)
         stream = bool(options.get("stream", self.stream))
         return self.prompts.prepare(messages, options, self.model or self.resolve_model(), stream)
 
@@ -260,7 +260,6 @@ class ChatClient:
 
     def _text_reply(self, prepared: Prepared, on_delta: OnDelta | None) -> Reply:
         """One attempt on a text wire: the reply read from the generated text by the harness's rules."""
-        from oc_repl.client import text_wires
 
         assert self.prompts is not None
         started, eos = time.monotonic(), self.prompts.eos_texts
@@ -269,12 +268,10 @@ class ChatClient:
         with closing(self._open("POST", self._chat_url, prepared.body, timeout)) as response:
             if not stream:
                 raw = read_json(response.iter_bytes(), started, self.request_timeout, "the answer")
-                read = text_wires.generate_reply if self.wire == "generate" else text_wires.completions_reply
-                reply = read(raw, prepared.max_tokens, prepared.tools, eos)
+                reply = self.wire.part("read")(raw, prepared.max_tokens, prepared.tools, eos)
                 reply.duration_s = time.monotonic() - started
                 return reply
-            kind = text_wires.GenerateStream if self.wire == "generate" else text_wires.CompletionsStream
-            folded = kind(on_delta, prepared.tools, eos, started)
+            folded = self.wire.part("stream")(on_delta, prepared.tools, eos, started)
             try:
                 read_payloads(response.iter_bytes(), folded.take, self.idle_timeout, lambda: folded.done)
             except self._httpx.TransportError:

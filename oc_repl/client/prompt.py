@@ -14,9 +14,7 @@ from typing import Any
 from oc_repl import training
 from oc_repl.client.chat_template import render_request
 from oc_repl.client.model_files import ModelFiles
-from oc_repl.client.text_wires import completions_body, generate_body
-
-ROUTES = {"chat": "/chat/completions", "completions": "/completions", "generate": "/generate"}
+from oc_repl.client.wires import WIRES
 
 
 @dataclass
@@ -35,7 +33,7 @@ class Prepared:
 
     def record(self) -> dict[str, Any]:
         body = self.body if self.messages_in_body else {k: v for k, v in self.body.items() if k != "messages"}
-        found: dict[str, Any] = {"wire": self.wire, "route": ROUTES[self.wire], "json": body}
+        found: dict[str, Any] = {"wire": self.wire, "route": WIRES[self.wire].route, "json": body}
         if self.prompt_tokens is not None:
             found["prompt_tokens"] = self.prompt_tokens
         if self.cut:
@@ -84,10 +82,7 @@ class TextPrompts:
             prompt = training.middle_cut(ids, self._marker) if self.cut else ids
             cut = prompt is not ids
         params = sglang_sampling(options)
-        if self.wire == "generate":
-            body = generate_body(prompt, params, stream=stream, logprobs=not stream)
-        else:
-            body = completions_body(model, prompt, params, stream=stream)
+        body = WIRES[self.wire].part("body")(model, prompt, params, stream=stream)
         return Prepared(
             self.wire,
             body,

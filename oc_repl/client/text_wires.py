@@ -50,6 +50,11 @@ def generate_body(prompt: Prompt, sampling_params: dict[str, Any], stream: bool 
     return body
 
 
+def generate_request(model: str, prompt: Prompt, sampling_params: dict[str, Any], stream: bool = False) -> dict:
+    """`generate_body` as every text wire's builder is called; logprobs asked for unstreamed only."""
+    return generate_body(prompt, sampling_params, stream=stream, logprobs=not stream)
+
+
 def completions_body(model: str, prompt: Prompt, sampling_params: dict[str, Any], stream: bool = False) -> dict:
     """The body of `/v1/completions` for the same sampling: every field sent (a server fills unsent ones from the
     model's generation_config.json), null ones left out; sglang's `no_stop_trim` goes under both servers' names."""

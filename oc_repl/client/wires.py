@@ -1,0 +1,63 @@
+"""The wires, as the rest of oc-repl sees them: how a turn's request goes to the server and its reply comes back.
+Plain data, cheap to import; each text wire names its request builder and reply readers ("module:name", imported when
+used), so no part outside the client branches on a wire's name.
+
+chat: the server renders the prompt from the messages (`/v1/chat/completions`). The text wires render it on the client
+with the served model's chat template (and tokenizer) as the training harness did: `/v1/completions`, and sglang's
+native `/generate` at the server's root.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Any
+
+from oc_repl.client.api_base import server_root
+
+
+@dataclass(frozen=True)
+class Wire:
+    name: str
+    route: str  # below the API base, or below the server's root (`at_root`)
+    text: bool = False  # the client renders (and tokenizes) the prompt itself
+    at_root: bool = False
+    body: str = ""  # (model, prompt, sglang sampling params, stream) -> the JSON posted
+    read: str = ""  # (raw JSON, max tokens, tool names, end-of-sequence texts) -> Reply
+    stream: str = ""  # a class folding the streamed reply: (on_delta, tool names, eos texts, started)
+
+    def url(self, api_base: str) -> str:
+        return (server_root(api_base) if self.at_root else api_base) + self.route
+
+    def part(self, which: str) -> Any:
+        """One of its parts (`body`, `read`, `stream`), imported now."""
+        module, _, name = getattr(self, which).partition(":")
+        return getattr(import_module(module), name)
+
+
+_TEXT = "oc_repl.client.text_wires"
+WIRES: dict[str, Wire] = {
+    wire.name: wire
+    for wire in (
+        Wire("chat", "/chat/completions"),
+        Wire(
+            "completions",
+            "/completions",
+            text=True,
+            body=f"{_TEXT}:completions_body",
+            read=f"{_TEXT}:completions_reply",
+            stream=f"{_TEXT}:CompletionsStream",
+        ),
+        Wire(
+            "generate",
+            "/generate",
+            text=True,
+            at_root=True,
+            body=f"{_TEXT}:generate_request",
+            read=f"{_TEXT}:generate_reply",
+            stream=f"{_TEXT}:GenerateStream",
+        ),
+    )  # fmt: skip
+}
+CHAT = next(wire for wire in WIRES.values() if not wire.text)  # the server renders the prompt
+TEXT_WIRES = tuple(name for name, wire in WIRES.items() if wire.text)
