@@ -11,6 +11,7 @@ import hashlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -19,9 +20,42 @@ from oc_repl.errors import UsageError
 if TYPE_CHECKING:
     from oc_repl.tasks.verify import Verifier
 
-Format = Literal["terminal-bench", "harbor"]
 Network = Literal["none", "public"]  # no network at all, or the daemon's bridge where it has one
-SPEC_FILES: dict[str, Format] = {"task.toml": "harbor", "task.yaml": "terminal-bench"}
+
+
+@dataclass(frozen=True)
+class TaskFormat:
+    """A task-directory format: the file that marks a directory of it, and its loader and verifier ("module:name",
+    imported when a task of it is read or judged)."""
+
+    name: str
+    spec_file: str
+    loader: str  # (path) -> TaskDir
+    verifier: str  # (TaskDir) -> Verifier
+
+    def part(self, which: str) -> Any:
+        module, _, name = getattr(self, which).partition(":")
+        return getattr(import_module(module), name)
+
+
+FORMATS: dict[str, TaskFormat] = {
+    f.name: f
+    for f in (
+        TaskFormat(
+            "harbor",
+            "task.toml",
+            "oc_repl.tasks.harbor_format:load_harbor_dir",
+            "oc_repl.tasks.harbor_format:HarborVerifier",
+        ),
+        TaskFormat(
+            "terminal-bench",
+            "task.yaml",
+            "oc_repl.tasks.terminal_bench:load_task_dir",
+            "oc_repl.tasks.terminal_bench:TaskVerifier",
+        ),
+    )  # fmt: skip
+}
+Format = str  # a name in FORMATS
 SOLUTIONS = ("solution.sh", "solution", "solution.yaml")  # the reference solutions: no trial sees them
 
 
@@ -57,32 +91,27 @@ class TaskDir:
 
     def verifier(self) -> Verifier:
         """What judges a run of this task once the agent is done (in the image's WORKDIR)."""
-        if self.format == "harbor":
-            from oc_repl.tasks.harbor_format import HarborVerifier
+        return FORMATS[self.format].part("verifier")(self)
 
-            return HarborVerifier(self)
-        from oc_repl.tasks.terminal_bench import TaskVerifier
 
-        return TaskVerifier(self)
+def format_of(path: Path) -> TaskFormat | None:
+    """The format of a task directory, by the file that marks it (the first format's, when it has two)."""
+    return next((f for f in FORMATS.values() if (path / f.spec_file).is_file()), None)
 
 
 def is_task_dir(path: Path) -> bool:
-    return any((path / spec).is_file() for spec in SPEC_FILES)
+    return format_of(path) is not None
 
 
 def load_task(path: Path | str) -> TaskDir:
-    """A task directory of either format; UsageError naming what is wrong when it is neither or malformed."""
+    """A task directory of a known format; UsageError naming what is wrong when it is none or malformed."""
     path = Path(path)
-    if (path / "task.toml").is_file():
-        from oc_repl.tasks.harbor_format import load_harbor_dir
-
-        return load_harbor_dir(path)
-    if (path / "task.yaml").is_file():
-        from oc_repl.tasks.terminal_bench import load_task_dir
-
-        return load_task_dir(path)
+    found = format_of(path)
+    if found is not None:
+        return found.part("loader")(path)
+    marks = " nor ".join(f"{f.spec_file} ({f.name})" for f in FORMATS.values())
     raise UsageError(
-        f"{path} is not a task directory: it has neither task.toml (Harbor) nor task.yaml (terminal-bench)",
+        f"{path} is not a task directory: it has neither {marks}",
         hint="give a task directory, or a folder whose subfolders are task directories",
     )
 
