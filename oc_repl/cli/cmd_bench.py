@@ -39,7 +39,7 @@ def per_arm_settings(ctx: click.Context, params: dict[str, Any]) -> dict[str, An
     from oc_repl.bench.probe import served_models
     from oc_repl.config import OPTIONS, options_on, validate
     from oc_repl.errors import UsageError
-    from oc_repl.protocols import manifests
+    from oc_repl.protocols import names as protocol_names
     from oc_repl.sources import load_file, resolve
 
     given = {**(ctx.find_root().obj or {}), **typed(params)}
@@ -51,7 +51,7 @@ def per_arm_settings(ctx: click.Context, params: dict[str, Any]) -> dict[str, An
     file_values = load_file(given.pop("config_file", None), given.pop("profile", None))
     values = resolve(given, {k: v for k, v in file_values.items() if k not in {o.name for o in per_trial}})
     names = split(values.pop("protocol", OPTIONS["protocol"].default))
-    known = manifests()
+    known = protocol_names()  # data folders and entry points alike
     unknown = [p for p in names if p not in known]
     if unknown or not names:
         raise UsageError(f"unknown protocol {', '.join(unknown) or '(none)'}", hint=f"known: {', '.join(known)}")
