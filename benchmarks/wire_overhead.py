@@ -49,12 +49,11 @@ def client_turns(
     """(median ms of complete(), median ms of the bare round trip of the same body, read to its end), per turn."""
     import httpx
 
-    from oc_repl.client.api_base import server_root
-    from oc_repl.client.prompt import ROUTES
+    from oc_repl.client.wires import WIRES
 
     client = client_for(url, wire, files, stream)
     options = {"tools": tools, "tool_choice": "auto", "temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_tokens": 8192}
-    route = (server_root(url) if wire == "generate" else url) + ROUTES[wire]
+    route = WIRES[wire].url(url)
     history = list(messages)
     ours, bare = [], []
     with httpx.Client() as http:
