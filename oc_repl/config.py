@@ -15,12 +15,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oc_repl.apikey import KEY_ENV, read_key_file
 from oc_repl.client.wires import CHAT, TEXT_WIRES, WIRES
 from oc_repl.errors import UsageError
 from oc_repl.training import SAMPLING_PRESETS
+
+if TYPE_CHECKING:
+    from oc_repl.protocols.kinds import ProtocolKind
 
 DEFAULT_API_BASE = "http://127.0.0.1:30000/v1"  # sglang's default port
 
@@ -239,16 +242,16 @@ class RunSettings:
 
         return exact_settings(self, lambda name: OPTIONS[name].flag) if self.exact else self
 
+    def protocol_kind(self) -> ProtocolKind:
+        """What the core knows of the protocol (protocols/kinds.py)."""
+        from oc_repl.protocols import kind_of
+
+        return kind_of(self.protocol)
+
     @property
     def text_wire(self) -> bool:
         """The prompt is rendered by oc-repl (and tokenized, when the tokenizer has a tokenizer.json)."""
         return self.wire in TEXT_WIRES
-
-    def protocol_kind(self) -> str:
-        from oc_repl.protocols import manifests
-
-        manifest = manifests().get(self.protocol)
-        return manifest.kind if manifest else ""
 
     def sampling_options(self) -> dict[str, Any]:
         chosen = dict(SAMPLING_PRESETS[self.sampling])

@@ -2,13 +2,14 @@
 
 `Deviations` holds one field per row of the README's "Training-exact runs" table (a test holds the two together):
 the field's name says what oc-repl does differently, its default is what oc-repl does with default settings, and its
-`Row` carries the row's text, the protocols it concerns and, when an option turns it off, the option and the test of
-the settings that keeps it on. A run derives the object from its settings (`from_settings`): a row with an option
+`Row` carries the row's text, whether it concerns every protocol (else the protocol kinds that list it do:
+protocols/kinds.py) and, when an option turns it off, the option and the test of the settings that keeps it on. A run
+derives the object from its settings (`from_settings`): a row with an option
 follows the option's value, a row without one is on unless `--exact`, and `--exact`'s settings turn every row off
 (`none()`; an explicit `--max-turns`, the run's budget, aside). Code branches on the field a behaviour is about,
 never on `--exact` itself; `thread.started` lists the names in force.
 
-A new deviation is a field here and a row in the table.
+A new deviation is a field here, a row in the table, and its name in the kinds it concerns.
 """
 
 from __future__ import annotations
@@ -23,33 +24,27 @@ from oc_repl.training import CAMEL_TRAINING_TURNS, SAMPLING_PRESETS
 if TYPE_CHECKING:
     from oc_repl.config import RunSettings
 
-CAMEL = ("camel",)
-TERMINUS = ("terminus-json", "terminus-xml")
-EVERY: tuple[str, ...] = ()  # the run's own loop and client: whatever the protocol
-
 
 @dataclass(frozen=True)
 class Row:
-    """A row of the table: oc-repl's behaviour as its first column words it, the protocol kinds it concerns (none:
-    every one), and for a row with an option, the settings that name it and the test that keeps it on."""
+    """A row of the table: oc-repl's behaviour as its first column words it, whether it concerns every protocol (the
+    run's own loop and client; the others concern the protocol kinds that list them, protocols/kinds.py), and for a
+    row with an option, the settings that name it and the test that keeps it on."""
 
     text: str
-    kinds: tuple[str, ...]
     options: tuple[str, ...] = ()
     kept: Callable[[RunSettings], bool] | None = None
-
-    def concerns(self, kind: str) -> bool:
-        return not self.kinds or kind in self.kinds
+    every: bool = False
 
 
 def _row(
     text: str,
-    kinds: tuple[str, ...],
     options: tuple[str, ...] = (),
     kept: Callable[[RunSettings], bool] | None = None,
     default: bool = True,
+    every: bool = False,
 ) -> Any:
-    return field(default=default, metadata={"row": Row(text, kinds, options, kept)})
+    return field(default=default, metadata={"row": Row(text, options, kept, every)})
 
 
 def _chat_wire(s: RunSettings) -> bool:
@@ -66,69 +61,59 @@ class Deviations:
 
     results_cut: bool = _row(
         "camel results cut to 16 384 characters (head and tail)",
-        CAMEL,
         ("observation_limit",),
         lambda s: s.observation_limit != 0,
     )
     relative_paths_in_workdir: bool = _row(
         "relative `file_path` taken against the workdir",
-        CAMEL,
         ("relative_paths",),
         lambda s: s.relative_paths != "root",
     )
     own_sampling: bool = _row(
         "sampling T 0.7, top-p 0.8, 4096 tokens",
-        EVERY,
         ("sampling", "temperature", "top_p", "max_tokens"),
         _own_sampling,
+        every=True,
     )
     history_reshaped: bool = _row(
-        "camel history as chosen", CAMEL, ("history",), lambda s: s.history != "training", default=False
+        "camel history as chosen", ("history",), lambda s: s.history != "training", default=False
     )
-    own_turn_cap: bool = _row(
-        "12 turns for camel", CAMEL, ("max_turns",), lambda s: s.max_turns != CAMEL_TRAINING_TURNS
-    )
-    loop_detection: bool = _row("loop detection", EVERY, ("loop_limit",), lambda s: s.loop_limit != 0)
+    own_turn_cap: bool = _row("12 turns for camel", ("max_turns",), lambda s: s.max_turns != CAMEL_TRAINING_TURNS)
+    loop_detection: bool = _row("loop detection", ("loop_limit",), lambda s: s.loop_limit != 0, every=True)
     returns_when_idle: bool = _row(
-        "terminus returns once the shell is provably idle", TERMINUS, ("wait",), lambda s: s.wait != "exact"
+        "terminus returns once the shell is provably idle", ("wait",), lambda s: s.wait != "exact"
     )
-    think_block_stripped: bool = _row("a leading think block is stripped before terminus parsing", TERMINUS)
-    only_parse_errors_stop: bool = _row("terminus stops a reply only on a real parse error", TERMINUS)
-    salvage_by_warning_name: bool = _row(
-        "terminus-xml tells a cut reply's several-blocks warnings by their names", ("terminus-xml",)
-    )
-    all_keys_typed: bool = _row("terminus types keys starting with `-` and keys of any length", TERMINUS)
-    declined_keys_told: bool = _row("terminus: keystrokes a person declines are named ahead of the screen", TERMINUS)
-    interruption_told: bool = _row("a turn a person interrupts is said to be interrupted", (*CAMEL, *TERMINUS))
-    argument_types_checked: bool = _row("camel checks argument types and words its own errors", CAMEL)
-    null_timeout_bounded: bool = _row("camel: a `null` timeout means 20 s", CAMEL)
+    think_block_stripped: bool = _row("a leading think block is stripped before terminus parsing")
+    only_parse_errors_stop: bool = _row("terminus stops a reply only on a real parse error")
+    salvage_by_warning_name: bool = _row("terminus-xml tells a cut reply's several-blocks warnings by their names")
+    all_keys_typed: bool = _row("terminus types keys starting with `-` and keys of any length")
+    declined_keys_told: bool = _row("terminus: keystrokes a person declines are named ahead of the screen")
+    interruption_told: bool = _row("a turn a person interrupts is said to be interrupted")
+    argument_types_checked: bool = _row("camel checks argument types and words its own errors")
+    null_timeout_bounded: bool = _row("camel: a `null` timeout means 20 s")
     timed_out_input_refused: bool = _row(
         "camel: a blocking command past its timeout counts as running while it runs; input to it is refused at once",
-        CAMEL,
     )
-    no_wall_limit: bool = _row("camel: calls other than `shell_exec` run to their end", CAMEL)
-    ended_session_answered_at_once: bool = _row("camel: input to a session that ends is answered at once", CAMEL)
-    unreadable_calls_named: bool = _row("camel: every unreadable `<tool_call>` block is named", CAMEL)
-    cut_reply_noticed: bool = _row("camel: a reply cut by the token limit gets a notice", CAMEL)
+    no_wall_limit: bool = _row("camel: calls other than `shell_exec` run to their end")
+    ended_session_answered_at_once: bool = _row("camel: input to a session that ends is answered at once")
+    unreadable_calls_named: bool = _row("camel: every unreadable `<tool_call>` block is named")
+    cut_reply_noticed: bool = _row("camel: a reply cut by the token limit gets a notice")
     # What the chat wire cannot give: the server, not oc-repl, renders the prompt and decodes the calls.
     server_renders_tools: bool = _row(
         "camel on the chat wire: the server renders the prompt, and sglang rewrites the tools (their `function` "
         "wrapper dropped, keys reordered)",
-        CAMEL,
         kept=_chat_wire,
     )
     calls_may_be_constrained: bool = _row(
-        "camel on the chat wire: a server with a tool-call parser may constrain how calls are decoded", CAMEL,
+        "camel on the chat wire: a server with a tool-call parser may constrain how calls are decoded",
         kept=_chat_wire,
     )  # fmt: skip
     prompt_not_cut: bool = _row(
         "camel: a prompt over 8192 tokens is refused by the server as an overflow, not cut in the middle",
-        CAMEL,
         kept=lambda s: not s.text_wire or s.tokenizer is None,
     )
     results_not_token_cut: bool = _row(
         "camel without a tokenizer: a tool result over 16 384 tokens is sent whole",
-        CAMEL,
         kept=lambda s: s.tokenizer is None and s.observation_limit == 0,
         default=False,
     )
@@ -143,11 +128,16 @@ class Deviations:
         return cls(**dict.fromkeys(cls.rows(), False))
 
     @classmethod
+    def concerning(cls, listed: frozenset[str]) -> set[str]:
+        """The rows that concern a protocol whose kind lists `listed`: those, and those of every protocol."""
+        return {name for name, row in cls.rows().items() if row.every or name in listed}
+
+    @classmethod
     def from_settings(cls, settings: RunSettings) -> Deviations:
         """The deviations a run's settings leave on, among those that concern its protocol."""
-        kind = settings.protocol_kind()
+        concern = cls.concerning(settings.protocol_kind().deviations)
         on = {
-            name: row.concerns(kind) and (row.kept(settings) if row.kept else not settings.exact)
+            name: name in concern and (row.kept(settings) if row.kept else not settings.exact)
             for name, row in cls.rows().items()
         }
         return cls(**on)

@@ -51,6 +51,19 @@ def kind_of(protocol: str) -> str:
     return protocols.manifests()[protocol].kind
 
 
+def concerning(protocol: str) -> set[str]:
+    """The rows that concern a protocol."""
+    return Deviations.concerning(protocols.kind_of(protocol).deviations)
+
+
+def test_every_row_a_protocol_kind_lists_is_a_row():
+    from oc_repl.protocols.kinds import KINDS
+
+    listed = {name for kind in KINDS.values() for name in kind.deviations}
+    assert listed <= set(Deviations.rows()), listed - set(Deviations.rows())
+    assert all(listed & concerning(p) or p == "raw" for p in PROTOCOLS)
+
+
 def test_every_row_of_the_readme_table_is_a_field_and_every_field_a_row():
     rows = Deviations.rows()
     readme = table()
@@ -73,7 +86,8 @@ def test_exact_turns_every_deviation_off(protocol: str):
 def test_default_settings_keep_the_defaults_that_concern_the_protocol(protocol: str):
     kind = kind_of(protocol)
     found = Deviations.from_settings(validate({"protocol": protocol}))
-    expected = {name: getattr(DEFAULTS, name) and row.concerns(kind) for name, row in Deviations.rows().items()}
+    concern = concerning(protocol)
+    expected = {name: getattr(DEFAULTS, name) and name in concern for name in Deviations.rows()}
     assert dataclasses.asdict(found) == expected
     assert "loop_detection" in found.names()
     assert ("think_block_stripped" in found.names()) == kind.startswith("terminus")
@@ -81,7 +95,7 @@ def test_default_settings_keep_the_defaults_that_concern_the_protocol(protocol: 
 
 @pytest.mark.parametrize(("name", "row"), [(n, r) for n, r in Deviations.rows().items() if r.options])
 def test_a_row_with_an_option_follows_it(name: str, row):
-    protocol = next(p for p in PROTOCOLS if row.concerns(kind_of(p)))
+    protocol = next(p for p in PROTOCOLS if name in concerning(p))
     exact = validate({"protocol": protocol, "exact": True, "tokenizer": MODEL})
     upstream = validate({"protocol": protocol, **{option: getattr(exact, option) for option in row.options}})
     assert not getattr(Deviations.from_settings(upstream), name)  # --exact's values, without --exact
@@ -102,7 +116,7 @@ def test_the_readme_table_says_which_options_exact_accepts():
         row = rows[name.strip("`")]
         if not row.options:
             continue
-        protocol = next(p for p in PROTOCOLS if row.concerns(kind_of(p)))
+        protocol = next(p for p in PROTOCOLS if name.strip("`") in concerning(p))
         try:
             for given in row.options:
                 validate({"protocol": protocol, "exact": True, "tokenizer": MODEL, given: KEEPING[given]})

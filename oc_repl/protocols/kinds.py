@@ -22,7 +22,24 @@ class ProtocolKind:
     token_ids: bool = False  # its training posted token ids: `--exact` on a text wire needs the model's tokenizer
     middle_cut: bool = False  # its harness cut a long prompt in the middle, as the text wires then do
     says_sync: bool = False  # a run on built-in texts that `protocols sync` replaces says so, once
+    # the rows of deviations.Deviations that concern it, beside those that concern every protocol
+    deviations: frozenset[str] = frozenset()
 
+
+CAMEL_DEVIATIONS = frozenset(
+    {
+        "results_cut", "relative_paths_in_workdir", "history_reshaped", "own_turn_cap", "interruption_told",
+        "argument_types_checked", "null_timeout_bounded", "timed_out_input_refused", "no_wall_limit",
+        "ended_session_answered_at_once", "unreadable_calls_named", "cut_reply_noticed", "server_renders_tools",
+        "calls_may_be_constrained", "prompt_not_cut", "results_not_token_cut",
+    }
+)  # fmt: skip
+TERMINUS_DEVIATIONS = frozenset(
+    {
+        "returns_when_idle", "think_block_stripped", "only_parse_errors_stop", "all_keys_typed", "declined_keys_told",
+        "interruption_told",
+    }
+)  # fmt: skip
 
 KINDS: dict[str, ProtocolKind] = {
     kind.kind: kind
@@ -34,9 +51,16 @@ KINDS: dict[str, ProtocolKind] = {
             token_ids=True,
             middle_cut=True,
             says_sync=True,
+            deviations=CAMEL_DEVIATIONS,
         ),  # fmt: skip
-        ProtocolKind("terminus-json", "oc_repl.protocols.terminus.protocol:TerminusJson"),
-        ProtocolKind("terminus-xml", "oc_repl.protocols.terminus.protocol:TerminusXml"),
+        ProtocolKind(
+            "terminus-json", "oc_repl.protocols.terminus.protocol:TerminusJson", deviations=TERMINUS_DEVIATIONS
+        ),
+        ProtocolKind(
+            "terminus-xml",
+            "oc_repl.protocols.terminus.protocol:TerminusXml",
+            deviations=TERMINUS_DEVIATIONS | {"salvage_by_warning_name"},
+        ),  # fmt: skip
         ProtocolKind("raw", "oc_repl.protocols.raw:RawProtocol"),
     )
 }
