@@ -7,11 +7,11 @@ from __future__ import annotations
 import ast
 import inspect
 import re
-from importlib import import_module
 
 import pytest
 
 from oc_repl.config import RunSettings
+from oc_repl.lazy import load
 from oc_repl.protocols.kinds import KINDS, SYNC_SOURCES
 from oc_repl.sandbox.kinds import KINDS as SANDBOX_KINDS
 from oc_repl.types import AgentProtocol, Sandbox
@@ -31,11 +31,6 @@ CAPABILITIES = (
     "own_processes",
     "first_message",
 )
-
-
-def load(target: str) -> type:
-    module, _, name = target.partition(":")
-    return getattr(import_module(module), name)
 
 
 @pytest.mark.parametrize("target", sorted(kind.driver for kind in SANDBOX_KINDS.values()))

@@ -10,10 +10,10 @@ native `/generate` at the server's root.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import import_module
 from typing import Any
 
 from oc_repl.client.api_base import server_root
+from oc_repl.lazy import load
 
 
 @dataclass(frozen=True)
@@ -31,8 +31,7 @@ class Wire:
 
     def part(self, which: str) -> Any:
         """One of its parts (`body`, `read`, `stream`), imported now."""
-        module, _, name = getattr(self, which).partition(":")
-        return getattr(import_module(module), name)
+        return load(getattr(self, which))
 
 
 _TEXT = "oc_repl.client.text_wires"

@@ -13,12 +13,12 @@ import functools
 import hashlib
 import inspect
 from dataclasses import dataclass
-from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oc_repl import paths, tomlfile
 from oc_repl.errors import UsageError
+from oc_repl.lazy import load
 from oc_repl.protocols.kinds import KINDS, PLUGIN, ProtocolKind
 from oc_repl.types import AgentProtocol, Asset
 
@@ -136,8 +136,7 @@ def create(name: str, deviations: Deviations | None = None, **options: Any) -> A
     target = KINDS[manifest.kind].implementation if manifest else _entry_points().get(name)
     if target is None:
         raise UsageError(f"unknown protocol {name!r}; known: {', '.join(names())}")
-    module, _, attr = target.partition(":")
-    cls = getattr(import_module(module), attr)
+    cls = load(target)
     accepted = inspect.signature(cls).parameters
     options.update(name=name, deviations=deviations)
     return cls(**{k: v for k, v in options.items() if k in accepted and v is not None})

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import Any
 
+from oc_repl.lazy import load
 from oc_repl.sandbox.kinds import kind_of, target_of
 from oc_repl.types import Sandbox
 
@@ -13,8 +13,7 @@ from oc_repl.types import Sandbox
 def driver(spec: str) -> Any:
     """The driver class a spec names (imported now); it reads its own options from a run's settings
     (`options_from(settings)`) and opens a sandbox from the spec's target (`from_spec(target, **options)`)."""
-    module, _, name = kind_of(spec).driver.partition(":")
-    return getattr(import_module(module), name)
+    return load(kind_of(spec).driver)
 
 
 def open_sandbox(spec: str, **opts: Any) -> Sandbox:

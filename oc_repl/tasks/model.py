@@ -11,11 +11,11 @@ import hashlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from oc_repl.errors import UsageError
+from oc_repl.lazy import load
 
 if TYPE_CHECKING:
     from oc_repl.tasks.verify import Verifier
@@ -34,27 +34,17 @@ class TaskFormat:
     verifier: str  # (TaskDir) -> Verifier
 
     def part(self, which: str) -> Any:
-        module, _, name = getattr(self, which).partition(":")
-        return getattr(import_module(module), name)
+        return load(getattr(self, which))
 
 
-FORMATS: dict[str, TaskFormat] = {
-    f.name: f
-    for f in (
-        TaskFormat(
-            "harbor",
-            "task.toml",
-            "oc_repl.tasks.harbor_format:load_harbor_dir",
-            "oc_repl.tasks.harbor_format:HarborVerifier",
-        ),
-        TaskFormat(
-            "terminal-bench",
-            "task.yaml",
-            "oc_repl.tasks.terminal_bench:load_task_dir",
-            "oc_repl.tasks.terminal_bench:TaskVerifier",
-        ),
-    )  # fmt: skip
-}
+HARBOR = TaskFormat(
+    "harbor", "task.toml", "oc_repl.tasks.harbor_format:load_harbor_dir", "oc_repl.tasks.harbor_format:HarborVerifier"
+)
+TERMINAL_BENCH = TaskFormat(
+    "terminal-bench", "task.yaml", "oc_repl.tasks.terminal_bench:load_task_dir",
+    "oc_repl.tasks.terminal_bench:TaskVerifier",
+)  # fmt: skip
+FORMATS = {f.name: f for f in (HARBOR, TERMINAL_BENCH)}  # in the order a directory marked as both is read
 Format = str  # a name in FORMATS
 SOLUTIONS = ("solution.sh", "solution", "solution.yaml")  # the reference solutions: no trial sees them
 
