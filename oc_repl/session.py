@@ -23,6 +23,7 @@ from oc_repl.errors import OcReplError, SandboxError, Terminated, UsageError, st
 from oc_repl.fanout import Fanout as Fanout  # where the run's callers take it from
 from oc_repl.outcome import SERVER_SHARE, Status, final
 from oc_repl.plan import RunPlan, check_attempts, known, plan, sandboxes_for, verifier_for
+from oc_repl.thread_events import Made
 from oc_repl.types import AgentProtocol, Approve, Consent, Message, Sandbox, Task, allow_all, refuse
 
 if TYPE_CHECKING:
@@ -81,27 +82,6 @@ def execute(
     return result
 
 
-@dataclass
-class _Thread:
-    """What the current thread has made so far, for its `thread.started`; `started` once that was said."""
-
-    task: Task | None = None
-    protocol: AgentProtocol | None = None
-    sandbox: Sandbox | None = None
-    model: str = ""
-    served: str = ""  # what the server says it serves (the text wires)
-    started: bool = False
-    held: list[Any] = field(default_factory=list)  # said before `thread.started`, which comes first: said after it
-    calls_before: tuple[int, float] = (0, 0.0)  # the sandbox's calls (Sandbox.calls) when the thread began
-    startup: dict[str, float] = field(default_factory=dict)  # seconds before thread.started, by what they went to
-    clock: float = 0.0
-
-    def took(self, what: str) -> None:
-        """The time since the last step, put down to `what`."""
-        now = time.monotonic()
-        self.startup[what], self.clock = round(now - self.clock, 3), now
-
-
 class Session:
     """One conversation in one sandbox, executing a plan: `oc-repl run` runs one task with it, the interactive
     shell many. `approve` is asked before each model action (the shell's approval), `consent` before model-chosen
@@ -126,7 +106,7 @@ class Session:
         self.tasks_run = 0  # in the current conversation
         self.terminated = False  # a SIGTERM or SIGHUP stopped a run: the interactive shell leaves too
         self.judge: Judge | None = None  # the judge of the current sandbox (its evidence's base)
-        self.made = _Thread()
+        self.made = Made()
 
     @property
     def settings(self) -> RunSettings:
@@ -248,7 +228,7 @@ class Session:
         left running, which ends after it."""
         outcome, verify, kept, findings = Outcome(), None, "", []
         calls_before = (self.client.native_calls, self.client.salvaged_calls)
-        self.made = _Thread(calls_before=self.sandbox.calls() if self.sandbox is not None else (0, 0.0))
+        self.made = Made(calls_before=self.sandbox.calls() if self.sandbox is not None else (0, 0.0))
         with signals.stoppable():
             try:
                 outcome = self._run(self.plan.task_for(instruction), close_after)
@@ -282,7 +262,7 @@ class Session:
 
     def refuse(self, exc: OcReplError) -> TaskResult:
         """The thread of a run that could not be planned: started with what is known, ended with why."""
-        self.made = _Thread(task=self.plan.task)
+        self.made = Made(task=self.plan.task)
         status = self._failed(exc)
         self._completed(status, Outcome(status), "", (0, 0))
         return TaskResult(status, attempt=self.attempt)

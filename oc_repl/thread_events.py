@@ -1,16 +1,40 @@
-"""The first and the last event of a thread, from what its session made: the run's settings and plan, the task, the
-protocol, the sandbox, the client's counts."""
+"""The first and the last event of a thread, from what its session made (`Made`): the run's settings and plan, the
+task, the protocol, the sandbox, the client's counts, the time before it started."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from oc_repl import events as ev
 from oc_repl.outcome import Status
+from oc_repl.types import AgentProtocol, Sandbox, Task
 
 if TYPE_CHECKING:
     from oc_repl.agent import Outcome
     from oc_repl.session import Session
+
+
+@dataclass
+class Made:
+    """What a session's current thread has made so far, for its `thread.started`; `started` once that was said."""
+
+    task: Task | None = None
+    protocol: AgentProtocol | None = None
+    sandbox: Sandbox | None = None
+    model: str = ""
+    served: str = ""  # what the server says it serves (the text wires)
+    started: bool = False
+    held: list[Any] = field(default_factory=list)  # said before `thread.started`, which comes first: said after it
+    calls_before: tuple[int, float] = (0, 0.0)  # the sandbox's calls (Sandbox.calls) when the thread began
+    startup: dict[str, float] = field(default_factory=dict)  # seconds before thread.started, by what they went to
+    clock: float = 0.0
+
+    def took(self, what: str) -> None:
+        """The time since the last step, put down to `what`."""
+        now = time.monotonic()
+        self.startup[what], self.clock = round(now - self.clock, 3), now
 
 
 def refused(status: Status, turns: int) -> bool:
