@@ -11,7 +11,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from oc_repl.errors import UsageError
-from oc_repl.protocols import kind_of
 
 if TYPE_CHECKING:
     from oc_repl.config import RunSettings
@@ -32,7 +31,7 @@ EXACT_FORBIDS: dict[str, Any] = {"temperature": None, "top_p": None, "max_tokens
 def exact_settings(settings: RunSettings, flag: Callable[[str], str]) -> RunSettings:
     """`flag`: a setting's flag, by its name."""
     wanted = dict(EXACT)
-    kind = kind_of(settings.protocol)
+    kind = settings.protocol_kind()
     wanted.update({key: value for key, value in kind.exact.items() if key not in settings.given})
     conflicts = [
         f"{flag(key)} {getattr(settings, key)}"

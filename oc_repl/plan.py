@@ -68,9 +68,8 @@ def model_files_for(settings: RunSettings) -> ModelFiles | None:
     if settings.tokenizer is None:
         return None
     from oc_repl.client.model_files import load_model_files
-    from oc_repl.protocols import kind_of
 
-    return load_model_files(settings.tokenizer, need_tokenizer=settings.exact and kind_of(settings.protocol).token_ids)
+    return load_model_files(settings.tokenizer, need_tokenizer=settings.exact and settings.protocol_kind().token_ids)
 
 
 def _planned(settings: RunSettings, instruction: str | None, attempts: int, sandbox: Sandbox | None) -> RunPlan:

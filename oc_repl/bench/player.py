@@ -165,8 +165,13 @@ def write_recording(transcript: Path, directory: Path) -> Path:
     fresh = all(
         p.is_file() and not p.is_symlink() and p.stat().st_mtime >= transcript.stat().st_mtime for p in (cast, script)
     )
-    if not fresh or not script.read_bytes().startswith(SCRIPT_HEAD.encode()):
+    if not fresh or not _begins(script, SCRIPT_HEAD.encode()):
         text = cast_text(read(transcript))
         write_atomic(cast, text)
         write_atomic(script, f"{SCRIPT_HEAD}{json.dumps(text)};\n")
     return cast
+
+
+def _begins(path: Path, head: bytes) -> bool:
+    with path.open("rb") as f:
+        return f.read(len(head)) == head

@@ -37,7 +37,7 @@ def turn_actions(events: Iterable[dict[str, Any]]) -> list[str]:
 
 def _action(item: dict[str, Any]) -> list[str]:
     kind = item.get("type")
-    if kind == "command_execution" and item.get("tool") != TERMINAL_TOOL:
+    if _acts(item):
         command = str(item.get("command") or "").strip()
         return [command] if command else []
     if kind == "file_change":
@@ -59,9 +59,7 @@ def signatures(events: list[dict[str, Any]], status: Status) -> list[str]:
         str(item.get("command")).strip()
         for items in per_turn
         for item in items
-        if item.get("type") == "command_execution"
-        and item.get("tool") != TERMINAL_TOOL
-        and str(item.get("command")).strip()
+        if _acts(item) and str(item.get("command")).strip()
     )
     if status is Status.TURN_CAP and commands:
         command, times = commands.most_common(1)[0]

@@ -16,16 +16,16 @@ class SyncNotice:
     themselves)."""
 
     def __call__(self, event: Any) -> None:
-        if event.type != "thread.started" or event.exact:
+        if event.type != "thread.started" or event.exact:  # every event comes here: the cheap test first
+            return
+        mark = paths.state_dir() / SYNC_MARK
+        if mark.exists():  # said before: no manifest need be read
             return
         from oc_repl.protocols import kind_of, sync_source
 
         if not kind_of(event.protocol).says_sync:
             return
         if not any(a.source == "built-in" and sync_source(event.protocol, a.name) for a in event.assets):
-            return
-        mark = paths.state_dir() / SYNC_MARK
-        if mark.exists():
             return
         try:
             from oc_repl.private import touch_private

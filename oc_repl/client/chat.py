@@ -260,7 +260,6 @@ class ChatClient:
 
     def _text_reply(self, prepared: Prepared, on_delta: OnDelta | None) -> Reply:
         """One attempt on a text wire: the reply read from the generated text by the harness's rules."""
-
         assert self.prompts is not None
         started, eos = time.monotonic(), self.prompts.eos_texts
         stream = self._streaming = bool(prepared.body.get("stream"))
@@ -369,9 +368,7 @@ def run_client(settings: Any, files: Any, on_retry: OnRetry | None = None) -> Ch
     protocol whose harness cut it so (camel's, as trained)."""
     prompts = None
     if settings.text_wire and files is not None:
-        from oc_repl.protocols import kind_of
-
-        prompts = TextPrompts(settings.wire, files, cut=kind_of(settings.protocol).middle_cut)
+        prompts = TextPrompts(settings.wire, files, cut=settings.protocol_kind().middle_cut)
     return ChatClient(
         settings.api_base,
         settings.api_key,
