@@ -150,3 +150,13 @@ def test_a_bad_line_late_in_a_bench_leaves_the_output_as_it_was(serve, tmp_path)
     assert target.read_text() == "kept\n" and sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
     proc = run_cli(["export", str(out)], tmp_path)
     assert proc.returncode == 2 and proc.stdout == ""  # nothing of the first two episodes reached stdout either
+
+
+def test_an_output_that_cannot_be_written_is_a_clear_error(serve, tmp_path):
+    transcript = tmp_path / "t.jsonl"
+    run_episode(serve, tmp_path, transcript, [answer("fine")])
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    proc = run_cli(["export", str(transcript), "-o", str(blocked / "episodes.jsonl")], tmp_path)
+    assert proc.returncode == 2 and "cannot export: Not a directory" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import sys
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -27,29 +30,45 @@ def export(source: Path, fmt: str, output: Path | None) -> None:
     Every episode is read before anything is written: a bad line stops the export (exit 2, naming the file and the
     line) and leaves no part of it behind. Episodes go to a file as they are read, one at a time, so memory stays
     flat however many there are."""
-    import shutil
-    import tempfile
-    from collections import Counter
-
     from oc_repl.errors import UsageError
     from oc_repl.events import json_text
-    from oc_repl.export import export as episodes
-    from oc_repl.private import atomic_writer, make_dirs
     from oc_repl.redact import redactor
-    from oc_repl.safejson import BadInput
     from oc_repl.sources import configured_key
 
     left_out: Counter[str] = Counter()
     redact = redactor(configured_key())
+    try:
+        count = _write(source, output, lambda episode: json_text(redact.data(episode)) + "\n", left_out)
+    except BrokenPipeError:
+        raise  # a reader that stopped (`| head`): handled as for every command
+    except OSError as exc:  # a place that cannot be written (or read): the user's to fix, said plainly
+        where = f" ({exc.filename})" if exc.filename else ""
+        sys.exit(report_error(UsageError(f"cannot export: {exc.strerror or exc}{where}")))
+    click.echo(f"{count} episodes exported", err=True)
+    if left_out:  # training data loses nothing quietly: what holds no episode is counted, with why
+        why = ", ".join(f"{n} {reason}" for reason, n in left_out.most_common())
+        click.echo(f"{sum(left_out.values())} skipped: {why}", err=True)
+
+
+def _write(source: Path, output: Path | None, line: Callable[[dict[str, Any]], str], left_out: Counter[str]) -> int:
+    """Every episode of `source` written as `line` makes it; how many. The whole export is written aside first
+    (beside -o, to replace it at once; else a file of its own, copied to stdout at the end): a bad line found late,
+    or an exit on the way, leaves nothing behind."""
+    import shutil
+    import tempfile
+
+    from oc_repl.errors import UsageError
+    from oc_repl.export import export as episodes
+    from oc_repl.private import atomic_writer, make_dirs
+    from oc_repl.safejson import BadInput
+
     if output is not None:
         make_dirs(output.parent)
-    # the whole export is written aside first (beside -o, to replace it at once; else a file of its own, copied to
-    # stdout at the end): a bad line found late, or an exit on the way, leaves nothing behind
     with atomic_writer(output) if output else tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
         count = 0
         try:
             for episode in episodes(source, lambda why: left_out.update([why])):
-                spool.write(json_text(redact.data(episode)) + "\n")
+                spool.write(line(episode))
                 count += 1
         except BadInput as exc:
             sys.exit(report_error(UsageError(str(exc), hint="a record that cannot be read is not exported in part")))
@@ -58,7 +77,4 @@ def export(source: Path, fmt: str, output: Path | None) -> None:
         if output is None:
             spool.seek(0)
             shutil.copyfileobj(spool, sys.stdout)
-    click.echo(f"{count} episodes exported", err=True)
-    if left_out:  # training data loses nothing quietly: what holds no episode is counted, with why
-        why = ", ".join(f"{n} {reason}" for reason, n in left_out.most_common())
-        click.echo(f"{sum(left_out.values())} skipped: {why}", err=True)
+    return count
