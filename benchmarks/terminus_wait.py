@@ -24,9 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.rows import Row, add_option, skip, write  # noqa: E402
+from oc_repl import deviations  # noqa: E402
 from oc_repl.agent import Agent  # noqa: E402
 from oc_repl.client.chat import ChatClient  # noqa: E402
-from oc_repl.deviations import Deviations  # noqa: E402
 from oc_repl.errors import SandboxError  # noqa: E402
 from oc_repl.protocols import create  # noqa: E402
 from oc_repl.sandbox import open_sandbox  # noqa: E402
@@ -56,7 +56,7 @@ def episode(n: int, wait: str, sandbox: Sandbox, transcript: Path) -> tuple[floa
     with FakeServer({"replies": replies}).start() as server:
         client = ChatClient(server.url, "EMPTY", "m", retries=0)
         # `exact`: upstream's full sleeps (the returns_when_idle deviation off)
-        protocol = create("terminus-json", deviations=Deviations(returns_when_idle=wait == "detect"))
+        protocol = create("terminus-json", deviations=deviations.defaults().replace(returns_when_idle=wait == "detect"))
         writer = TranscriptWriter(transcript)
         agent = Agent(client, protocol, sandbox, writer, max_turns=n + 2, loop_limit=0)
         start = time.perf_counter()

@@ -1,9 +1,12 @@
 """The run settings: one table, from which every surface that takes them is made.
 
-Each field of `RunSettings` declares, in one place, its type and default, its bounds or choices, its help, its
-environment variable and the surfaces that take it (below). From the table come `oc-repl run`'s, the shell's,
-`bench`'s and `doctor`'s click options (oc_repl/cli), the config file's keys and the data a child run is given
-(oc_repl/sources.py), Harbor's `--ak` options (oc_repl/integrations/harbor/agent.py) and the checks of `validate`.
+The table is the composition of the core's rows (the fields of `RunSettings` below) and the rows each kind declares
+(a protocol kind's, a sandbox kind's, a wire's: oc_repl/rows.py), each kind's rows after the core row that chooses
+among the kinds. Each row declares its type and default, its bounds or choices, its help, its environment variable and
+the surfaces that take it. From the table come `oc-repl run`'s, the shell's, `bench`'s and `doctor`'s click options
+(oc_repl/cli), the config file's keys and the data a child run is given (oc_repl/sources.py), Harbor's `--ak` options
+(oc_repl/integrations/harbor/agent.py) and the checks of `validate`. `RunSettings` is one object for every surface: a
+kind's setting is read as an attribute like the core's, and a part is built from its own kind's rows alone.
 
 Settings are a plain dataclass checked by the few rules below (types, ranges, choices): they are validated on every
 run before its first request, and building a pydantic model for them cost more start-up time than the rest of a run's
@@ -13,6 +16,7 @@ imports together.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,21 +24,19 @@ from typing import TYPE_CHECKING, Any
 from oc_repl.apikey import KEY_ENV, read_key_file
 from oc_repl.client.wires import CHAT, TEXT_WIRES, WIRES
 from oc_repl.errors import UsageError
+from oc_repl.protocols import kinds as protocol_kinds
+from oc_repl.rows import DOCTOR, EVERYWHERE, FILE, FLAG, HARBOR, RUN, TRIAL, Option
+from oc_repl.sandbox.kinds import DEFAULT as DEFAULT_SANDBOX
+from oc_repl.sandbox.kinds import FORMS
+from oc_repl.sandbox.kinds import KINDS as SANDBOX_KINDS
 from oc_repl.training import SAMPLING_PRESETS
 
 if TYPE_CHECKING:
-    from oc_repl.protocols.kinds import ProtocolKind
+    from oc_repl.protocols.kind import ProtocolKind
+
+__all__ = ["DOCTOR", "EVERYWHERE", "FILE", "FLAG", "HARBOR", "OPTIONS", "RUN", "TRIAL", "Option", "RunSettings"]
 
 DEFAULT_API_BASE = "http://127.0.0.1:30000/v1"  # sglang's default port
-
-# Where a setting is taken.
-FLAG = "flag"  # `oc-repl run`, the shell (and before a subcommand), `bench`
-RUN = "run"  # `oc-repl run` alone
-FILE = "file"  # the config file, at top level and in its profiles
-HARBOR = "harbor"  # the Harbor agent's `--ak key=value`
-TRIAL = "trial"  # set by `bench` for each trial: refused on its command line, left out of the config file's values
-DOCTOR = "doctor"  # `oc-repl doctor`
-EVERYWHERE = (FLAG, FILE, HARBOR)
 
 
 def setting(
@@ -47,19 +49,21 @@ def setting(
     path: str | None = None,
     shown: str | None = None,
     secret: bool = False,
+    exact: Any = None,
     **bounds: float,
 ) -> Any:
-    """One row of the table. `flags`: the flag's names when not `--the-name`; `path`: "file", "existing file",
+    """One of the core's rows. `flags`: the flag's names when not `--the-name`; `path`: "file", "existing file",
     "existing dir" or "existing path" (either), as a flag checks it; `shown`: the default in words, for a None that
-    means something; `secret`: kept out of reprs, and a warning when it is typed; `bounds`: ge, gt, le."""
+    means something; `secret`: kept out of reprs, and a warning when it is typed; `exact`: the value `--exact` sets;
+    `bounds`: ge, gt, le."""
     rules = {"help": help, "on": frozenset(on), "env": env, "choices": choices, "flags": flags, "path": path}
-    rules.update(shown=shown, secret=secret, bounds=bounds)
+    rules.update(shown=shown, secret=secret, bounds=bounds, exact=exact)
     return field(default=default, repr=not secret, metadata=rules)
 
 
 @dataclass(kw_only=True)
-class RunSettings:
-    """Everything a run needs, checked once after flags, environment and file are merged (see `validate`)."""
+class _Core:
+    """The core's rows."""
 
     api_base: str = setting(DEFAULT_API_BASE, "OpenAI-compatible base URL", *EVERYWHERE, DOCTOR, env="OPENAI_BASE_URL")
     api_key: str = setting(
@@ -75,54 +79,14 @@ class RunSettings:
         None, "File holding the API key on one line (config key api_key_file)", FLAG, FILE, DOCTOR, path="file"
     )
     model: str | None = setting(None, "Model id", *EVERYWHERE, DOCTOR, shown="the first id the server lists")
-    protocol: str = setting(
-        "camel-terminal-toolkit", "camel-terminal-toolkit, terminus-json, terminus-xml or raw", *EVERYWHERE
-    )
-    history: str = setting(
-        "training",
-        "camel history mode: what the model saw in training, camel<=0.2.85, or standard",
-        *EVERYWHERE,
-        choices=("training", "camel-0.2.85", "full"),
-    )
-    system: str | None = setting(None, "raw: a system message, as TEXT or @FILE", FLAG, FILE)
-    relative_paths: str = setting(
-        "workdir",
-        "camel: relative file_path of shell_write_content_to_file against the workdir, or / as upstream",
-        *EVERYWHERE,
-        choices=("workdir", "root"),
-    )
-    wait: str = setting(
-        "detect",
-        "terminus: detect, return once the shell is provably idle; exact, sleep every duration",
-        *EVERYWHERE,
-        choices=("detect", "exact"),
-    )
-    sandbox: str = setting(
-        "local:.", "Where commands run: local:<dir>, docker:<container>, docker-image:<image>", FLAG, FILE, TRIAL
-    )
-    confine: bool = setting(
-        True,
-        "local: run the model's commands in bubblewrap: the host read-only, the sandbox directory and a private /tmp "
-        "writable, no network",
-        FLAG,
-        FILE,
-    )
-    network: bool = setting(False, "local: let confined commands use the network", FLAG, FILE)
-    writable_vcs: bool = setting(
-        False,
-        "local: let confined commands write the sandbox directory's .git, .hg and .svn",
-        FLAG,
-        FILE,
-        shown="read-only",
-    )
+    protocol: str = setting(protocol_kinds.DEFAULT, protocol_kinds.HELP, *EVERYWHERE)
+    sandbox: str = setting(DEFAULT_SANDBOX, f"Where commands run: {FORMS}", FLAG, FILE, TRIAL)
     workdir: str | None = setting(
         None,
         "Working directory of the commands in a container (docker sandboxes, Harbor's environment)",
         *EVERYWHERE,
         shown="/workspace, as trained",
     )
-    docker_network: str | None = setting(None, "Network of a created container", FLAG, FILE, shown="none; a task's own")
-    keep: bool = setting(False, "Keep a created container and print its name", FLAG, TRIAL)
     # every sandbox oc-repl makes: a local: one (a cgroup, else rlimits) and each container it creates
     max_processes: int = setting(
         4096,
@@ -141,20 +105,14 @@ class RunSettings:
         ge=64,
         le=1 << 24,
     )
-    observation_limit: int | None = setting(
-        None,
-        "camel: characters of a tool result the model sees, head and tail kept; 0 = no limit",
-        *EVERYWHERE,
-        shown="camel's own",
-        ge=0,
-    )
     max_turns: int = setting(12, "Model turns per task", *EVERYWHERE, ge=1)
-    loop_limit: int = setting(3, "Identical turns in a row that stop the run; 0 off", *EVERYWHERE, ge=0)
+    loop_limit: int = setting(3, "Identical turns in a row that stop the run; 0 off", *EVERYWHERE, ge=0, exact=0)
     sampling: str = setting(
         "default",
         "Sampling preset: default (T 0.7, top-p 0.8, 4096 tokens) or training (T 1.0, top-p 1.0, 8192)",
         *EVERYWHERE,
         choices=("default", "training"),
+        exact="training",
     )
     temperature: float | None = setting(
         None, "Overrides the preset's temperature", *EVERYWHERE, shown="the preset's", ge=0
@@ -171,15 +129,6 @@ class RunSettings:
         DOCTOR,
         choices=tuple(WIRES),
         shown="chat; generate under --exact for camel",
-    )
-    tokenizer: Path | None = setting(
-        None,
-        "The served model's folder (or its tokenizer.json, tokenizer_config.json or chat_template.jinja): its chat "
-        "template and tokenizer, for the completions and generate wires",
-        *EVERYWHERE,
-        DOCTOR,
-        path="existing path",
-        shown="none",
     )
     stream: bool = setting(True, "Stream replies", *EVERYWHERE)
     retries: int = setting(3, "Retries for server faults", *EVERYWHERE, ge=0)
@@ -232,18 +181,68 @@ class RunSettings:
     given: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
     # the config file named with --config, which a local: sandbox hides as it does the default one
     config_file: Path | None = field(default=None, repr=False, compare=False)
+    owned: dict[str, Any] = field(default_factory=dict)  # the values of the kinds' rows that differ from their defaults
+
+
+def _read(spec: dataclasses.Field[Any]) -> Option:
+    declared = str(spec.type)
+    meta = dict(spec.metadata)
+    flags = meta.pop("flags") or (f"--{spec.name.replace('_', '-')}",)
+    return Option(spec.name, declared.split(" |")[0], "None" in declared, spec.default, flags=flags, **meta)
+
+
+_CORE = {spec.name: _read(spec) for spec in dataclasses.fields(_Core) if spec.metadata}
+# Each kind's rows follow the core row that chooses among the kinds; a row several kinds share comes once.
+_CHOSEN_BY: dict[str, Iterable[Any]] = {
+    "protocol": protocol_kinds.KINDS.values(),
+    "sandbox": SANDBOX_KINDS.values(),
+    "wire": WIRES.values(),
+}
+
+
+def _compose() -> dict[str, Option]:
+    table: dict[str, Option] = {}
+    for name, option in _CORE.items():
+        table[name] = option
+        for kind in _CHOSEN_BY.get(name, ()):
+            for row in kind.options:
+                if table.setdefault(row.name, row) is not row:
+                    raise AssertionError(f"two rows named {row.name}")
+    return table
+
+
+OPTIONS: dict[str, Option] = _compose()
+
+
+class RunSettings(_Core):
+    """Everything a run needs, checked once after flags, environment and file are merged (see `validate`). A kind's
+    setting is an attribute too (`settings.history`), its default the kind's row's."""
+
+    def __init__(self, **values: Any) -> None:
+        owned = dict(values.pop("owned", {}))
+        for name in [name for name in values if name not in _CORE and name in OPTIONS]:
+            owned[name] = values.pop(name)
+        super().__init__(**values, owned={k: v for k, v in owned.items() if v != OPTIONS[k].default})
+
+    def __getattr__(self, name: str) -> Any:
+        owned = self.__dict__.get("owned")
+        if owned is None or name not in OPTIONS:
+            raise AttributeError(name)
+        return owned.get(name, OPTIONS[name].default)
+
+    def own(self, rows: Iterable[Option]) -> dict[str, Any]:
+        """The values of a kind's rows: what the part of that kind is built with."""
+        return {row.name: getattr(self, row.name) for row in rows}
 
     def replace(self, **changes: Any) -> RunSettings:
         return dataclasses.replace(self, **changes)
 
     def with_exact(self) -> RunSettings:
-        """The settings `--exact` runs with (oc_repl/exact.py)."""
-        from oc_repl.exact import exact_settings
-
-        return exact_settings(self, lambda name: OPTIONS[name].flag) if self.exact else self
+        """The settings `--exact` runs with."""
+        return exact_settings(self) if self.exact else self
 
     def protocol_kind(self) -> ProtocolKind:
-        """What the core knows of the protocol (protocols/kinds.py)."""
+        """What the core knows of the protocol (protocols/kind.py)."""
         from oc_repl.protocols import kind_of
 
         return kind_of(self.protocol)
@@ -261,90 +260,9 @@ class RunSettings:
         return chosen
 
 
-@dataclass(frozen=True)
-class Option:
-    """A row of the table, read: what the surfaces are generated from."""
-
-    name: str
-    kind: str  # str, int, float, bool or Path
-    optional: bool  # None is a value of it
-    default: Any
-    help: str
-    on: frozenset[str]
-    env: str | None
-    choices: tuple[str, ...]
-    flags: tuple[str, ...]
-    path: str | None
-    shown: str | None
-    secret: bool
-    bounds: dict[str, float]
-
-    @property
-    def flag(self) -> str:
-        return self.flags[0]
-
-    @property
-    def negation(self) -> str | None:
-        """`--no-x` for a switch that is on by default: the only way to turn it off."""
-        return f"--no-{self.flag[2:]}" if self.kind == "bool" and self.default is True else None
-
-    def described(self, shown: str | None = None) -> str:
-        """The help, with the default as the table holds it (or in the words a surface has for it: `shown`)."""
-        if shown or self.shown:
-            default = shown or self.shown
-        elif self.kind == "bool":
-            default = "on" if self.default else ""
-        elif self.default is None:
-            default = ""
-        else:
-            default = f"{self.default:g}" if isinstance(self.default, float) else str(self.default)
-        if default and self.env:
-            default = f"${self.env}, else {default}"
-        return f"{self.help} (default: {default})." if default else f"{self.help}."
-
-
-def _read(spec: dataclasses.Field[Any]) -> Option:
-    declared = str(spec.type)
-    meta = dict(spec.metadata)
-    flags = meta.pop("flags") or (f"--{spec.name.replace('_', '-')}",)
-    return Option(spec.name, declared.split(" |")[0], "None" in declared, spec.default, flags=flags, **meta)
-
-
-OPTIONS: dict[str, Option] = {spec.name: _read(spec) for spec in dataclasses.fields(RunSettings) if spec.metadata}
-
-
 def options_on(surface: str) -> list[Option]:
     """The table's rows that `surface` takes, in the table's order."""
     return [option for option in OPTIONS.values() if surface in option.on]
-
-
-def check_sandbox_spec(spec: str) -> None:
-    """A sandbox is named scheme:target of a known kind; anything else is refused at once, not at the first task."""
-    from oc_repl.sandbox.kinds import kind_of
-
-    kind_of(spec)
-
-
-def _checked(option: Option, value: Any) -> Any:
-    """A value of the field's type (ints pass for floats, strings for paths), within its range and choices."""
-    if value is None and option.optional:
-        return None
-    kind = option.kind
-    if kind == "Path" and isinstance(value, str | Path):
-        value = Path(value)
-    elif kind == "float" and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    expected = {"str": str, "bool": bool, "int": int, "float": float, "Path": Path}[kind]
-    if not isinstance(value, expected) or (kind == "int" and isinstance(value, bool)):
-        raise ValueError(f"expected {kind}, got {value!r}")
-    if option.choices and value not in option.choices:
-        raise ValueError(f"expected one of {', '.join(option.choices)}, got {value!r}")
-    signs = {"ge": (">=", lambda v, b: v >= b), "gt": (">", lambda v, b: v > b), "le": ("<=", lambda v, b: v <= b)}
-    for rule, bound in option.bounds.items():
-        sign, holds = signs[rule]
-        if not holds(value, bound):
-            raise ValueError(f"must be {sign} {bound}, got {value!r}")
-    return value
 
 
 def validate(values: dict[str, Any]) -> RunSettings:
@@ -354,7 +272,7 @@ def validate(values: dict[str, Any]) -> RunSettings:
             problems.append(f"{name}: unknown setting")
             continue
         try:
-            checked[name] = _checked(OPTIONS[name], value)
+            checked[name] = OPTIONS[name].checked(value)
         except ValueError as exc:
             problems.append(f"{name}: {exc}")
     if problems:
@@ -365,7 +283,9 @@ def validate(values: dict[str, Any]) -> RunSettings:
     from oc_repl.client.api_base import check_api_base
 
     check_api_base(settings.api_base)  # a usage error before anything starts, not a connection retried later
-    check_sandbox_spec(settings.sandbox)
+    from oc_repl.sandbox.kinds import kind_of
+
+    kind_of(settings.sandbox)  # a spec of no known kind is refused at once, not at the first task
     if settings.verify_file is not None:
         try:
             empty = not settings.verify_file.read_bytes().strip()
@@ -373,6 +293,50 @@ def validate(values: dict[str, Any]) -> RunSettings:
             raise UsageError(f"cannot read the verify file {settings.verify_file}: {exc.strerror}") from exc
         if empty:
             raise UsageError(f"the verify file {settings.verify_file} is empty: it would pass whatever happened")
-    from oc_repl.exact import check_wire
+    return _check_wire(settings.with_exact())
 
-    return check_wire(settings.with_exact())
+
+# --- --exact: every documented deviation from upstream turned off ----------------------------------------------------
+# Each row says what `--exact` sets it to (no observation cap, upstream's relative paths, the training sampling and
+# history, upstream's sleeps, no loop detection); for camel also the wire training used (token ids on sglang's
+# /generate), which needs the served model's tokenizer. A deviation the user asked for by name (a flag, the
+# environment or the config file) conflicts with `--exact` and is refused rather than silently dropped or kept.
+# Sampling overrides would change the preset, so they are refused.
+EXACT_FORBIDS: dict[str, Any] = {"temperature": None, "top_p": None, "max_tokens": None}
+
+
+def exact_settings(settings: RunSettings, flag: Callable[[str], str] = lambda name: OPTIONS[name].flag) -> RunSettings:
+    wanted = {name: option.exact for name, option in OPTIONS.items() if option.exact is not None}
+    kind = settings.protocol_kind()
+    wanted.update({key: value for key, value in kind.exact.items() if key not in settings.given})
+    conflicts = [
+        f"{flag(key)} {getattr(settings, key)}"
+        for key, value in {**wanted, **EXACT_FORBIDS}.items()
+        if key in settings.given and getattr(settings, key) != value and getattr(settings, key) is not None
+    ]
+    if conflicts:
+        raise UsageError(
+            f"--exact runs exactly as upstream, which rules out {', '.join(conflicts)}",
+            hint="drop those options, or drop --exact",
+        )
+    if kind.token_ids:
+        wire = wanted.get("wire", settings.wire)
+        if settings.replace(wire=wire).text_wire and settings.tokenizer is None:
+            raise UsageError(
+                f"--exact sends {settings.protocol}'s prompts as token ids on the {wire} wire, and that needs the "
+                "served model's tokenizer: --tokenizer is missing",
+                hint="pass --tokenizer DIR (the served model's folder, with tokenizer.json and its chat template), "
+                "or --wire chat to run with the deviations the server's own rendering brings",
+            )
+    return settings.replace(**wanted)
+
+
+def _check_wire(settings: RunSettings) -> RunSettings:
+    """A text wire renders the prompt on the client: it needs the served model's chat template."""
+    if settings.text_wire and settings.tokenizer is None:
+        raise UsageError(
+            f"--wire {settings.wire} renders the prompt on the client with the served model's chat template: "
+            "--tokenizer is missing",
+            hint="pass --tokenizer DIR (the served model's folder, or its chat_template.jinja)",
+        )
+    return settings

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from oc_repl.config import RunSettings
 from oc_repl.errors import ConfinementUnavailable, SandboxError, UsageError
-from oc_repl.sandbox.kinds import CONTAINERS, KINDS, image_spec, kind_of, target_of
+from oc_repl.sandbox.kinds import CONTAINERS, KINDS, SandboxKind, image_kind, image_spec, kind_of, target_of
 from oc_repl.types import Consent, Sandbox, Task
 
 if TYPE_CHECKING:
@@ -110,15 +110,13 @@ def _task_plan(settings: RunSettings, instruction: str | None, attempts: int) ->
     task_dir = load_task(settings.task)
     agent_time = min(filter(None, (settings.timeout, task_dir.agent_timeout_sec)))
     options = {
-        "workdir": settings.workdir,
-        "keep": settings.keep,
+        **sandbox_options(settings, image_kind()),
         "lifetime": for_run(agent_time, task_dir.test_timeout_sec),
-        "max_processes": settings.max_processes,
         "memory_mb": task_dir.memory_mb or settings.memory_mb,
         "cpus": task_dir.cpus,
     }
-    if settings.docker_network:
-        options["network"] = settings.docker_network
+    if not settings.docker_network:
+        options.pop("docker_network", None)  # the task's own, found when its image is ready
     return RunPlan(
         settings,
         Task(name=settings.task_name or task_dir.name, instruction=task_dir.instruction),
@@ -168,11 +166,27 @@ def check_attempts(settings: RunSettings, attempts: int) -> None:
 # --- sandboxes -------------------------------------------------------------------------------------------------------
 
 
-def sandboxes_for(settings: RunSettings) -> Sandboxes:
-    """The sandboxes `settings.sandbox` names, with the options its driver reads from the settings."""
-    from oc_repl.sandbox import driver
+def sandbox_options(settings: RunSettings, kind: SandboxKind) -> dict[str, Any]:
+    """What a driver of `kind` opens a sandbox with: its kind's own settings, and those of the core's sandbox facts
+    its kind takes (the limits of what it runs, the client's private files, a container's workdir and lifetime)."""
+    from oc_repl.sandbox import docker_lifetime
+    from oc_repl.sandbox.limits import Limits
 
-    return Sandboxes(settings.sandbox, driver(settings.sandbox).options_from(settings), settings.yes)
+    facts: dict[str, Any] = {
+        "workdir": settings.workdir,
+        "max_processes": settings.max_processes,
+        "memory_mb": settings.memory_mb,
+        "limits": Limits(processes=settings.max_processes, memory_mb=settings.memory_mb),
+        "private_files": [path for path in (settings.config_file, settings.api_key_file) if path is not None],
+    }
+    if settings.timeout:  # else the driver's default (a day): long enough for a working session in the shell
+        facts["lifetime"] = docker_lifetime.for_run(settings.timeout, settings.verify_timeout)
+    return {**{name: facts[name] for name in kind.takes if name in facts}, **settings.own(kind.options)}
+
+
+def sandboxes_for(settings: RunSettings) -> Sandboxes:
+    """The sandboxes `settings.sandbox` names, with the options its driver opens them with."""
+    return Sandboxes(settings.sandbox, sandbox_options(settings, kind_of(settings.sandbox)), settings.yes)
 
 
 class Sandboxes:
@@ -246,8 +260,8 @@ class TaskSandboxes(Sandboxes):
 
         if not self.image_ready:
             self.spec, self.image_ready = image_spec(build_image(self.task_dir)), True
-        if "network" not in self.options:
-            self.options["network"] = task_network(self.task_dir)
+        if "docker_network" not in self.options:
+            self.options["docker_network"] = task_network(self.task_dir)
         return super().open(consent, meanwhile)
 
 

@@ -186,17 +186,14 @@ class Session:
 
     def open_protocol(self) -> AgentProtocol:
         if self.protocol is None:
-            from oc_repl import protocols
-            from oc_repl.deviations import Deviations
+            from oc_repl import deviations, protocols
 
             s, tok = self.settings, self.plan.model_files.tokenizer if self.plan.model_files else None
             self.protocol = protocols.create(
                 s.protocol,
-                Deviations.from_settings(s),
-                history=s.history,
-                observation_limit=s.observation_limit,
-                system=s.system,
+                deviations.from_settings(s),
                 count_tokens=tok.count if tok is not None else None,
+                **s.own(s.protocol_kind().options),
             )
             if s.exact:
                 protocols.require_upstream(s.protocol, self.protocol.assets())

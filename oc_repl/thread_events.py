@@ -44,7 +44,7 @@ def refused(status: Status, turns: int) -> bool:
 
 
 def thread_started(session: Session, isolation: ev.Isolation) -> ev.ThreadStarted:
-    from oc_repl.deviations import Deviations
+    from oc_repl import deviations
 
     s, made = session.settings, session.made
     task, protocol, sandbox = made.task, made.protocol, made.sandbox
@@ -64,7 +64,7 @@ def thread_started(session: Session, isolation: ev.Isolation) -> ev.ThreadStarte
         exact=s.exact,
         wire=s.wire,
         prompt=session.plan.model_files.sends if s.text_wire and session.plan.model_files else "",
-        deviations=Deviations.from_settings(s).names(),
+        deviations=deviations.from_settings(s).names(),
         options={
             "sampling": s.sampling_options(),
             "history": s.history,

@@ -3,19 +3,18 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from oc_repl import protocols
+from oc_repl import deviations, protocols
 from oc_repl.config import validate
-from oc_repl.deviations import DEFAULTS, Deviations
 from oc_repl.errors import UsageError
 from oc_repl.events import ParseError
 from oc_repl.protocols.camel.protocol import CamelProtocol
+from oc_repl.rows import Deviations
 from oc_repl.types import Step
 from tests.cli.test_cli import answer, base_args
 from tests.conftest import ROOT, read_jsonl, run_cli
@@ -53,19 +52,22 @@ def kind_of(protocol: str) -> str:
 
 def concerning(protocol: str) -> set[str]:
     """The rows that concern a protocol."""
-    return Deviations.concerning(protocols.kind_of(protocol).deviations)
+    return deviations.concerning(protocols.kind_of(protocol))
 
 
-def test_every_row_a_protocol_kind_lists_is_a_row():
+def test_the_table_is_the_cores_rows_and_each_kinds_and_a_name_is_one_row():
     from oc_repl.protocols.kinds import KINDS
+    from oc_repl.rows import EVERY_PROTOCOL
 
-    listed = {name for kind in KINDS.values() for name in kind.deviations}
-    assert listed <= set(Deviations.rows()), listed - set(Deviations.rows())
-    assert all(listed & concerning(p) or p == "raw" for p in PROTOCOLS)
+    declared = [row for kind in KINDS.values() for row in kind.deviations]
+    table = deviations.rows()
+    assert all(table[row.name] is row for row in [*EVERY_PROTOCOL, *declared])  # two kinds share a row, not a name
+    assert set(table) == {row.name for row in [*EVERY_PROTOCOL, *declared]}
+    assert all(concerning(p) - {row.name for row in EVERY_PROTOCOL} or p == "raw" for p in PROTOCOLS)
 
 
 def test_every_row_of_the_readme_table_is_a_field_and_every_field_a_row():
-    rows = Deviations.rows()
+    rows = deviations.rows()
     readme = table()
     assert [cells[0].strip("`") for cells in readme] == list(rows)  # the same names, in the same order
     for name, text, _upstream, option in readme:
@@ -78,40 +80,41 @@ def test_every_row_of_the_readme_table_is_a_field_and_every_field_a_row():
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_exact_turns_every_deviation_off(protocol: str):
     exact = validate({"protocol": protocol, "exact": True, "tokenizer": MODEL})
-    assert Deviations.from_settings(exact) == Deviations.none()
-    assert Deviations.none().names() == []
+    assert deviations.from_settings(exact) == deviations.none()
+    assert deviations.none().names() == []
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_default_settings_keep_the_defaults_that_concern_the_protocol(protocol: str):
     kind = kind_of(protocol)
-    found = Deviations.from_settings(validate({"protocol": protocol}))
+    found = deviations.from_settings(validate({"protocol": protocol}))
     concern = concerning(protocol)
-    expected = {name: getattr(DEFAULTS, name) and name in concern for name in Deviations.rows()}
-    assert dataclasses.asdict(found) == expected
+    defaults = deviations.defaults()
+    expected = {name: getattr(defaults, name) and name in concern for name in deviations.rows()}
+    assert {name: getattr(found, name) for name in deviations.rows()} == expected
     assert "loop_detection" in found.names()
     assert ("think_block_stripped" in found.names()) == kind.startswith("terminus")
 
 
-@pytest.mark.parametrize(("name", "row"), [(n, r) for n, r in Deviations.rows().items() if r.options])
+@pytest.mark.parametrize(("name", "row"), [(n, r) for n, r in deviations.rows().items() if r.options])
 def test_a_row_with_an_option_follows_it(name: str, row):
     protocol = next(p for p in PROTOCOLS if name in concerning(p))
     exact = validate({"protocol": protocol, "exact": True, "tokenizer": MODEL})
     upstream = validate({"protocol": protocol, **{option: getattr(exact, option) for option in row.options}})
-    assert not getattr(Deviations.from_settings(upstream), name)  # --exact's values, without --exact
+    assert not getattr(deviations.from_settings(upstream), name)  # --exact's values, without --exact
     for option in row.options:
         kept = validate({"protocol": protocol, option: KEEPING[option]})
-        assert getattr(Deviations.from_settings(kept), name), option
+        assert getattr(deviations.from_settings(kept), name), option
         if option == "max_turns":  # a run's budget: --exact takes it, and the record says so
             given = validate({"protocol": protocol, "exact": True, "tokenizer": MODEL, option: KEEPING[option]})
-            assert Deviations.from_settings(given).names() == [name]
+            assert deviations.from_settings(given).names() == [name]
             continue
         with pytest.raises(UsageError, match="--exact runs exactly as upstream"):
             validate({"protocol": protocol, "exact": True, "tokenizer": MODEL, option: KEEPING[option]})
 
 
 def test_the_readme_table_says_which_options_exact_accepts():
-    rows = Deviations.rows()
+    rows = deviations.rows()
     for name, _text, _upstream, option in table():
         row = rows[name.strip("`")]
         if not row.options:
@@ -128,17 +131,18 @@ def test_the_readme_table_says_which_options_exact_accepts():
 
 def test_a_turn_cap_given_with_exact_asks_for_no_text_upstream_lacks():
     given = {"protocol": "camel-terminal-toolkit", "exact": True, "tokenizer": MODEL, "max_turns": 3}
-    budget = Deviations.from_settings(validate(given))
+    budget = deviations.from_settings(validate(given))
     assert budget.names() == ["own_turn_cap"]
     names = [asset.name for asset in protocols.create("camel-terminal-toolkit", budget).assets()]
-    exact = [asset.name for asset in protocols.create("camel-terminal-toolkit", Deviations.none()).assets()]
+    exact = [asset.name for asset in protocols.create("camel-terminal-toolkit", deviations.none()).assets()]
     assert "notices.toml" not in names and names == exact
 
 
 def test_create_hands_the_deviations_to_the_protocol():
     for protocol in ("camel-terminal-toolkit", "terminus-json"):
-        assert protocols.create(protocol, Deviations.none()).deviations == Deviations.none()
-        assert protocols.create(protocol).deviations == DEFAULTS
+        assert protocols.create(protocol, deviations.none()).deviations == deviations.none()
+        own = {row.name for row in protocols.kind_of(protocol).deviations}  # without a run: its kind's own defaults
+        assert set(protocols.create(protocol).deviations.names()) == set(deviations.defaults().names()) & own
 
 
 # --- each field turns its own behaviour off ----------------------------------------------------------------------
@@ -157,9 +161,9 @@ def parse_errors(seen: list) -> list:
 
 
 def test_a_cut_camel_reply_gets_the_notice_only_while_its_deviation_is_on(tmp_path):
-    _, _, noticed = camel_step(tmp_path, DEFAULTS, CUT, "length")
+    _, _, noticed = camel_step(tmp_path, deviations.defaults(), CUT, "length")
     assert parse_errors(noticed)
-    protocol, _, ran = camel_step(tmp_path, dataclasses.replace(DEFAULTS, cut_reply_noticed=False), CUT, "length")
+    protocol, _, ran = camel_step(tmp_path, deviations.defaults().replace(cut_reply_noticed=False), CUT, "length")
     assert not parse_errors(ran) and "ran-it" in protocol.request().messages[-1]["content"]  # training ran the call
 
 
@@ -167,10 +171,10 @@ def test_unreadable_camel_blocks_are_named_only_while_their_deviation_is_on(tmp_
     def harness_calls(protocol: CamelProtocol) -> list[str]:
         return [c["function"]["name"] for m in protocol.request().messages for c in m.get("tool_calls", [])]
 
-    protocol, _, seen = camel_step(tmp_path, DEFAULTS, UNREADABLE, "stop")
+    protocol, _, seen = camel_step(tmp_path, deviations.defaults(), UNREADABLE, "stop")
     assert parse_errors(seen)
     assert harness_calls(protocol) == []  # named in a result of its own, no call stands for it
-    off = dataclasses.replace(DEFAULTS, unreadable_calls_named=False)
+    off = deviations.defaults().replace(unreadable_calls_named=False)
     protocol, _, seen = camel_step(tmp_path, off, UNREADABLE, "stop")
     assert parse_errors(seen) and harness_calls(protocol) == ["json_parse_error"]  # the training harness's answer
     _, _, cut = camel_step(tmp_path, off, CUT, "length")  # the other row still holds for a cut reply
@@ -188,7 +192,7 @@ def test_thread_started_lists_the_deviations_in_force(serve, tmp_path):
     assert proc.returncode == 0, proc.stderr
     started = read_jsonl(transcript)[0]
     kept = validate({"loop_limit": 0, "max_turns": 10})
-    assert started["deviations"] == Deviations.from_settings(kept).names()
+    assert started["deviations"] == deviations.from_settings(kept).names()
     assert "loop_detection" not in started["deviations"] and "own_turn_cap" not in started["deviations"]
     assert {"results_cut", "argument_types_checked", "own_sampling"} <= set(started["deviations"])
     assert started["exact"] is False

@@ -1,6 +1,6 @@
 """The seams are declared, not probed: every driver and protocol inherits its seam's Protocol (and with it the
-defaults of what it does not offer), a driver reads its own options from a run's settings, and no capability is looked
-up by name."""
+defaults of what it does not offer), a driver is opened with its kind's settings and the core's facts its kind takes,
+and no capability is looked up by name."""
 
 from __future__ import annotations
 
@@ -33,11 +33,14 @@ CAPABILITIES = (
 )
 
 
-@pytest.mark.parametrize("target", sorted(kind.driver for kind in SANDBOX_KINDS.values()))
-def test_every_driver_is_a_sandbox_and_reads_its_own_options(target):
-    driver = load(target)
+@pytest.mark.parametrize("kind", list(SANDBOX_KINDS.values()), ids=list(SANDBOX_KINDS))
+def test_every_driver_is_a_sandbox_opened_with_its_own_options(kind):
+    from oc_repl.plan import sandbox_options
+
+    driver = load(kind.driver)
     assert Sandbox in driver.__mro__
-    options = driver.options_from(RunSettings(timeout=60))
+    options = sandbox_options(RunSettings(timeout=60), kind)
+    assert set(options) == {row.name for row in kind.options} | set(kind.takes)  # nothing of another kind's
     takes = set(inspect.signature(driver.from_spec).parameters) | set(inspect.signature(driver).parameters)
     assert set(options) <= takes, set(options) - takes
 
@@ -92,18 +95,9 @@ def test_the_name_finder_finds_a_scheme_in_an_f_string(tmp_path, monkeypatch):
     assert named_outside({"local:"}, "oc_repl/sandbox") == ["oc_repl/part.py:1: 'local:'"]
 
 
-# Protocol kinds still named outside their package, each where it awaits its move into its kind: the option table's
-# default. The list only shrinks.
-PROTOCOLS_NAMED_YET = {"oc_repl/config.py": 1}  # the --protocol option's default
-
-
-def test_no_protocol_kind_is_named_outside_the_protocols_package_but_those_awaiting_their_move():
+def test_no_protocol_kind_is_named_outside_the_protocols_package():
     names = {*KINDS, "camel-terminal-toolkit", "terminus", "camel", *SYNC_SOURCES} - {"raw"}  # "raw": too common a word
-    found: dict[str, int] = {}
-    for site in named_outside(names, "oc_repl/protocols"):
-        path = site.split(":")[0]
-        found[path] = found.get(path, 0) + 1
-    assert found == PROTOCOLS_NAMED_YET
+    assert named_outside(names, "oc_repl/protocols") == []
 
 
 def test_no_text_wire_is_named_outside_the_client_but_in_a_kind_that_says_it_posts_on_it():
@@ -111,4 +105,4 @@ def test_no_text_wire_is_named_outside_the_client_but_in_a_kind_that_says_it_pos
 
     found = named_outside(set(TEXT_WIRES), "oc_repl/client")
     # camel's kind: what --exact sets for it, the wire its training posted on (a registry's row)
-    assert [site.split(":")[0] for site in found] == ["oc_repl/protocols/kinds.py"], found
+    assert [site.split(":")[0] for site in found] == ["oc_repl/protocols/camel/kind.py"], found

@@ -19,7 +19,8 @@ if "httpx" not in sys.modules:
 from oc_repl import __version__
 from oc_repl.apikey import KEY_ENV, warn_on_flag
 from oc_repl.cli.exits import report_error
-from oc_repl.config import FLAG, OPTIONS, RUN, Option
+from oc_repl.config import OPTIONS
+from oc_repl.rows import FLAG, RUN, Option
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 

@@ -306,9 +306,9 @@ class Shell:
         self._say(f"server {arg}; the conversation goes on" + (f" — but {problem}" if problem else ""))
 
     def cmd_sandbox(self, arg: str) -> None:
-        from oc_repl.config import check_sandbox_spec
+        from oc_repl.sandbox.kinds import kind_of
 
-        check_sandbox_spec(arg)
+        kind_of(arg)  # a spec of no known kind is refused before the working sandbox is let go
         self.session.switch_sandbox(arg)  # when it fails (or is refused), the working sandbox stays
         self.approval = self._default_approval(arg)  # a move onto this host asks again, whatever came before
         self._switched(f"sandbox {self.session.sandbox.spec if self.session.sandbox else arg}")

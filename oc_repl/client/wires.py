@@ -14,6 +14,7 @@ from typing import Any
 
 from oc_repl.client.api_base import server_root
 from oc_repl.lazy import load
+from oc_repl.rows import DOCTOR, EVERYWHERE, Option, row
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class Wire:
     body: str = ""  # (model, prompt, sglang sampling params, stream) -> the JSON posted
     read: str = ""  # (raw JSON, max tokens, tool names, end-of-sequence texts) -> Reply
     stream: str = ""  # a class folding the streamed reply: (on_delta, tool names, eos texts, started)
+    options: tuple[Option, ...] = ()  # its settings
 
     def url(self, api_base: str) -> str:
         return (server_root(api_base) if self.at_root else api_base) + self.route
@@ -35,6 +37,17 @@ class Wire:
 
 
 _TEXT = "oc_repl.client.text_wires"
+TOKENIZER = row(
+    "tokenizer",
+    "Path",
+    None,
+    "The served model's folder (or its tokenizer.json, tokenizer_config.json or chat_template.jinja): its chat "
+    "template and tokenizer, for the completions and generate wires",
+    *EVERYWHERE,
+    DOCTOR,
+    path="existing path",
+    shown="none",
+)
 WIRES: dict[str, Wire] = {
     wire.name: wire
     for wire in (
@@ -46,6 +59,7 @@ WIRES: dict[str, Wire] = {
             body=f"{_TEXT}:completions_body",
             read=f"{_TEXT}:completions_reply",
             stream=f"{_TEXT}:CompletionsStream",
+            options=(TOKENIZER,),
         ),
         Wire(
             "generate",
@@ -55,6 +69,7 @@ WIRES: dict[str, Wire] = {
             body=f"{_TEXT}:generate_request",
             read=f"{_TEXT}:generate_reply",
             stream=f"{_TEXT}:GenerateStream",
+            options=(TOKENIZER,),
         ),
     )  # fmt: skip
 }

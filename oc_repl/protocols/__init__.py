@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING, Any
 from oc_repl import paths, tomlfile
 from oc_repl.errors import UsageError
 from oc_repl.lazy import load
-from oc_repl.protocols.kinds import KINDS, PLUGIN, ProtocolKind
+from oc_repl.protocols.kind import ProtocolKind
+from oc_repl.protocols.kinds import KINDS, PLUGIN
+from oc_repl.protocols.synced import recorded_sha256
 from oc_repl.types import AgentProtocol, Asset
 
 if TYPE_CHECKING:
-    from oc_repl.deviations import Deviations
+    from oc_repl.rows import Deviations
 
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -129,9 +131,9 @@ def kind_of(protocol: str) -> ProtocolKind:
 
 
 def create(name: str, deviations: Deviations | None = None, **options: Any) -> AgentProtocol:
-    """Build a protocol; options its kind does not take (say, --history for a keystroke protocol) are left out.
-    `deviations` (the run's, `Deviations.from_settings`) goes to every kind that departs from upstream; without it a
-    protocol does what the project does by default."""
+    """Build a protocol from its kind's own settings (`options`: the values of its kind's rows, and the core's
+    `count_tokens`), those its class does not take left out. `deviations` (the run's, `deviations.from_settings`) goes
+    to every kind that departs from upstream; without it a protocol does what the project does by default."""
     manifest = manifests().get(name)
     target = KINDS[manifest.kind].implementation if manifest else _entry_points().get(name)
     if target is None:
@@ -144,8 +146,6 @@ def create(name: str, deviations: Deviations | None = None, **options: Any) -> A
 
 def upstream_sha256(protocol: str, filename: str) -> str:
     """The published upstream hash of an asset (its protocol's manifest, or its base's), else one a sync recorded."""
-    from oc_repl.protocols.sync import recorded_sha256
-
     found = manifests()
     manifest = found.get(protocol)
     base = found.get(manifest.base) if manifest else None

@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oc_repl import paths
+from oc_repl.lazy import load
 from oc_repl.protocols.kinds import SYNC_SOURCES
+from oc_repl.protocols.synced import RECORD, read_record
 
 SOURCES = SYNC_SOURCES
-RECORD = "sync.json"
 
 Say = Callable[[str], None]
 
@@ -83,20 +84,6 @@ def write_atomic(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
-
-
-def read_record() -> dict:
-    try:
-        record = json.loads((paths.upstream_dir() / RECORD).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {"assets": {}}
-    return record if isinstance(record.get("assets"), dict) else {"assets": {}}
-
-
-def recorded_sha256(protocol: str, filename: str) -> str:
-    """The hash a previous sync stored for an asset that has no published hash (the camel tool schemas)."""
-    entry = read_record()["assets"].get(f"{protocol}/{filename}") or {}
-    return entry.get("sha256", "") if entry.get("recorded") else ""
 
 
 def _remember(fetched: Fetched, matched: bool) -> None:
@@ -191,14 +178,18 @@ ASSETS = {
 }
 
 
-def _fetchers(openclaw: str | None, mirror: str | None) -> Iterator[tuple[str, Callable[[Say], list[Fetched]]]]:
-    from oc_repl.protocols.camel.openclaw import fetch_openclaw
-    from oc_repl.protocols.camel.sync import fetch_camel
-    from oc_repl.protocols.terminus.sync import fetch_terminus
+# Each source's fetcher, imported when it runs: the fetchers use this module's pieces.
+FETCHERS = {
+    "terminus": "oc_repl.protocols.terminus.sync:fetch_terminus",
+    "camel": "oc_repl.protocols.camel.sync:fetch_camel",
+    "openclaw": "oc_repl.protocols.camel.openclaw:fetch_openclaw",
+}
 
-    yield "terminus", fetch_terminus
-    yield "camel", fetch_camel
-    yield "openclaw", lambda say: fetch_openclaw(openclaw, say, mirror)
+
+def _fetchers(openclaw: str | None, mirror: str | None) -> Iterator[tuple[str, Callable[[Say], list[Fetched]]]]:
+    for source in SOURCES:
+        fetch = load(FETCHERS[source])
+        yield source, (lambda say, f=fetch: f(openclaw, say, mirror)) if source == "openclaw" else fetch
 
 
 def sync(

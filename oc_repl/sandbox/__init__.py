@@ -11,8 +11,8 @@ from oc_repl.types import Sandbox
 
 
 def driver(spec: str) -> Any:
-    """The driver class a spec names (imported now); it reads its own options from a run's settings
-    (`options_from(settings)`) and opens a sandbox from the spec's target (`from_spec(target, **options)`)."""
+    """The driver class a spec names (imported now): it opens a sandbox from the spec's target with its kind's
+    settings and the core's sandbox facts its kind takes (`from_spec(target, **options)`: plan.sandbox_options)."""
     return load(kind_of(spec).driver)
 
 

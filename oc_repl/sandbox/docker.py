@@ -33,7 +33,6 @@ from oc_repl.sandbox.meter import CallMeter, Metered, metered
 from oc_repl.types import ExecResult, Sandbox
 
 if TYPE_CHECKING:
-    from oc_repl.config import RunSettings
     from oc_repl.events import Isolation
 
 DEFAULT_WORKDIR = "/workspace"  # camel's docker backend, as trained
@@ -102,11 +101,6 @@ class DockerSandbox(Metered, ContainerVerdicts, Sandbox):
         if container.status != "running":
             raise SandboxError(f"container {rest!r} is {container.status}, not running", hint=f"docker start {rest}")
         return cls(client, container, workdir or DEFAULT_WORKDIR, **opts)
-
-    @staticmethod
-    def options_from(settings: RunSettings) -> dict[str, Any]:
-        """The options of `from_spec` a run's settings give."""
-        return {"workdir": settings.workdir}
 
     @staticmethod
     def gone(rest: str) -> str:
@@ -333,7 +327,7 @@ class DockerImageSandbox(DockerSandbox):
         cls,
         rest: str,
         workdir: str | None = None,
-        network: str | None = None,
+        docker_network: str | None = None,
         keep: bool = False,
         lifetime: float | None = None,
         lease: float = docker_lifetime.LEASE,
@@ -342,12 +336,12 @@ class DockerImageSandbox(DockerSandbox):
         cpus: float | None = None,
         **opts: Any,
     ) -> DockerImageSandbox:
-        """`network`: the container's network (None: none at all); `lifetime`: seconds the container may live (None:
-        docker_lifetime.DEFAULT_LIFETIME; ignored when kept); `lease`: how long it outlives a client that stopped
+        """`docker_network`: the container's network (None: none at all); `lifetime`: seconds the container may live
+        (None: docker_lifetime.DEFAULT_LIFETIME; ignored when kept); `lease`: how long it outlives a client that stopped
         renewing it; `max_processes`, `memory_mb` (swap included) and `cpus`: its limits (None: none)."""
         client = connect()
         limits = container_limits(max_processes, memory_mb, cpus)
-        container = create_container(client, rest, network, keep, lifetime, limits, lease)
+        container = create_container(client, rest, docker_network, keep, lifetime, limits, lease)
         try:
             container.start()
             container.reload()
@@ -357,19 +351,6 @@ class DockerImageSandbox(DockerSandbox):
             raise
         box.spec = f"docker-image:{rest}"
         return box
-
-    @staticmethod
-    def options_from(settings: RunSettings) -> dict[str, Any]:
-        options: dict[str, Any] = {
-            "workdir": settings.workdir,
-            "network": settings.docker_network,
-            "keep": settings.keep,
-            "max_processes": settings.max_processes,
-            "memory_mb": settings.memory_mb,
-        }
-        if settings.timeout:  # else the driver's default (a day): long enough for a working session in the shell
-            options["lifetime"] = docker_lifetime.for_run(settings.timeout, settings.verify_timeout)
-        return options
 
     def close(self) -> None:
         if self.keep:

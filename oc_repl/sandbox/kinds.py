@@ -1,12 +1,13 @@
 """The sandbox kinds, as the core sees them: plain data, cheap to import. A spec is `scheme:target`; each kind names
-its driver ("module:Class", imported only when chosen, with `options_from(settings)` and `from_spec(target, **opts)`)
-and says what the core must know of it, so no part outside the drivers branches on a scheme."""
+its driver ("module:Class", imported only when chosen, with `from_spec(target, **opts)` and `gone(target)`), its
+settings, and what the core must know of it, so no part outside the drivers branches on a scheme."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from oc_repl.errors import UsageError
+from oc_repl.rows import FILE, FLAG, TRIAL, Option, row
 
 
 @dataclass(frozen=True)
@@ -18,22 +19,68 @@ class SandboxKind:
     fresh: bool = False  # each open starts afresh (a new container), so attempts can repeat in it
     from_image: bool = False  # made from an image: a task's sandbox is one of these
     reattachable: bool = False  # a conversation can be taken up in the same sandbox later (`resume`)
+    options: tuple[Option, ...] = ()  # its settings: the driver opens a sandbox with these and the core's it takes
+    takes: tuple[str, ...] = ()  # the core's sandbox facts its driver takes (plan.py: `sandbox_facts`)
+
+
+LOCAL_OPTIONS = (
+    row(
+        "confine",
+        "bool",
+        True,
+        "local: run the model's commands in bubblewrap: the host read-only, the sandbox directory and a private /tmp "
+        "writable, no network",
+        FLAG,
+        FILE,
+    ),
+    row("network", "bool", False, "local: let confined commands use the network", FLAG, FILE),
+    row(
+        "writable_vcs",
+        "bool",
+        False,
+        "local: let confined commands write the sandbox directory's .git, .hg and .svn",
+        FLAG,
+        FILE,
+        shown="read-only",
+    ),
+)
+CREATED_OPTIONS = (  # of a container oc-repl creates
+    row("docker_network", "str", None, "Network of a created container", FLAG, FILE, shown="none; a task's own"),
+    row("keep", "bool", False, "Keep a created container and print its name", FLAG, TRIAL),
+)
 
 
 KINDS: dict[str, SandboxKind] = {
     kind.scheme: kind
     for kind in (
-        SandboxKind("local", "oc_repl.sandbox.local:LocalSandbox", "local:<dir>", on_host=True, reattachable=True),
-        SandboxKind("docker", "oc_repl.sandbox.docker:DockerSandbox", "docker:<container>", reattachable=True),
+        SandboxKind(
+            "local",
+            "oc_repl.sandbox.local:LocalSandbox",
+            "local:<dir>",
+            on_host=True,
+            reattachable=True,
+            options=LOCAL_OPTIONS,
+            takes=("limits", "private_files"),
+        ),
+        SandboxKind(
+            "docker",
+            "oc_repl.sandbox.docker:DockerSandbox",
+            "docker:<container>",
+            reattachable=True,
+            takes=("workdir",),
+        ),
         SandboxKind(
             "docker-image",
             "oc_repl.sandbox.docker:DockerImageSandbox",
             "docker-image:<image>",
             fresh=True,
             from_image=True,
-        ),  # fmt: skip
+            options=CREATED_OPTIONS,
+            takes=("workdir", "max_processes", "memory_mb", "lifetime"),
+        ),
     )
 }
+DEFAULT = "local:."  # the current directory, on this host
 FORMS = ", ".join(kind.form for kind in KINDS.values())
 CONTAINERS = ", ".join(kind.form for kind in KINDS.values() if not kind.on_host)
 
@@ -54,7 +101,10 @@ def target_of(spec: str) -> str:
     return spec.partition(":")[2]
 
 
+def image_kind() -> SandboxKind:
+    """The kind of sandbox made afresh from an image (a task's)."""
+    return next(kind for kind in KINDS.values() if kind.from_image)
+
+
 def image_spec(image: str) -> str:
-    """The spec of a sandbox made afresh from `image` (a task's)."""
-    kind = next(kind for kind in KINDS.values() if kind.from_image)
-    return f"{kind.scheme}:{image}"
+    return f"{image_kind().scheme}:{image}"

@@ -26,7 +26,7 @@ import stat
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from oc_repl.errors import SandboxError, SandboxLost
 from oc_repl.events import Isolation
@@ -40,9 +40,6 @@ from oc_repl.sandbox.local_verdict import LocalLook, run_sealed
 from oc_repl.sandbox.meter import CallMeter, Metered, metered
 from oc_repl.sandbox.unsealed import run_unsealed
 from oc_repl.types import ExecResult, Leftover, Look, Sandbox, VerifierJob, VerifierRun
-
-if TYPE_CHECKING:
-    from oc_repl.config import RunSettings
 
 # Letting go of finished processes means a scan of /proc (milliseconds); doing it once per this many commands keeps
 # it off the per-call path while bounding the zombies and file descriptors we hold.
@@ -123,18 +120,6 @@ class LocalSandbox(Metered, Sandbox):
     def gone(rest: str) -> str:
         """Why a conversation cannot be taken up in this sandbox again ("" when it can)."""
         return "" if Path(rest).is_dir() else f"the conversation's sandbox directory {rest} no longer exists"
-
-    @staticmethod
-    def options_from(settings: RunSettings) -> dict[str, Any]:
-        """The options of `from_spec` a run's settings give."""
-        limits = Limits(processes=settings.max_processes, memory_mb=settings.memory_mb)
-        return {
-            "confine": settings.confine,
-            "network": settings.network,
-            "writable_vcs": settings.writable_vcs,
-            "limits": limits,
-            "private_files": [path for path in (settings.config_file, settings.api_key_file) if path is not None],
-        }
 
     def isolation(self) -> Isolation:
         """What holds the sandbox's commands in, as it is in force."""

@@ -130,9 +130,9 @@ def test_exact_camel_goes_on_the_generate_wire_and_chat_keeps_its_deviations(tmp
     exact = validate({"exact": True, "tokenizer": tmp_path})
     assert exact.wire == "generate"
     chat = validate({"exact": True, "wire": "chat"})
-    from oc_repl.deviations import Deviations
+    from oc_repl import deviations
 
-    names = Deviations.from_settings(chat).names()
+    names = deviations.from_settings(chat).names()
     assert names == ["server_renders_tools", "calls_may_be_constrained", "prompt_not_cut", "results_not_token_cut"]
     assert validate({"exact": True, "protocol": "terminus-json"}).wire == "chat"  # terminus was evaluated on chat
 

@@ -226,7 +226,7 @@ def test_camel_tools_answer_as_they_do_in_docker(box):
     """Every scenario of the camel differential test (those without an image WORKDIR of their own), through the
     same tools on a docker-image: sandbox and on the Harbor sandbox, answer for answer. A session that ends while its
     output is collected races on both (tests/camel_scenarios.py): a scenario that differs runs again."""
-    docker_box = DockerImageSandbox.from_spec(IMAGE, network="none")
+    docker_box = DockerImageSandbox.from_spec(IMAGE, docker_network="none")
     differences: list[str] = []
     try:
         for name, calls, workdir in SCENARIOS:
@@ -254,7 +254,7 @@ def test_camel_tools_answer_as_they_do_in_docker(box):
 
 @pytest.mark.parametrize("kind", [TmuxTerminal, InsideTmuxTerminal, PtyTerminal])
 def test_terminus_terminals_show_what_they_show_in_docker(box, kind):
-    docker_box = DockerImageSandbox.from_spec(IMAGE, network="none")
+    docker_box = DockerImageSandbox.from_spec(IMAGE, docker_network="none")
     screens = []
     try:
         for sandbox in (docker_box, box):

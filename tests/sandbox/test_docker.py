@@ -13,12 +13,11 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from oc_repl.deviations import DEFAULTS
+from oc_repl import deviations
 from oc_repl.protocols.camel.tools import OBSERVATION_LIMIT, CamelTerminalTools
 from tests.conftest import ROOT, run_cli
 from tests.docker_support import (
@@ -337,7 +336,7 @@ def test_upstream_relative_paths_resolve_against_root(docker_client: Any, image:
         image = build_image(load_task_dir(ROOT / "examples" / "tasks" / "write-greeting"))
     box = DockerImageSandbox.from_spec(image)
     try:
-        result = builtin_tools(box, deviations=replace(DEFAULTS, relative_paths_in_workdir=False)).call(
+        result = builtin_tools(box, deviations=deviations.defaults().replace(relative_paths_in_workdir=False)).call(
             "shell_write_content_to_file", {"content": "x\n", "file_path": "rel/deep/x.txt"}
         )
         assert (result.status == "completed") is lands, result.text

@@ -21,12 +21,12 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from oc_repl import training
-from oc_repl.deviations import DEFAULTS, WIRE_ROWS, Deviations
 from oc_repl.errors import ParseErrorLimit, UsageError
 from oc_repl.events import CommandExecution, FileChange, FileUpdate, ItemCompleted, ItemStarted, ParseError, new_id
 from oc_repl.protocols import load_asset
 from oc_repl.protocols.camel.calls import calls_and_feedback, training_calls
 from oc_repl.protocols.camel.files import planned_kind
+from oc_repl.protocols.camel.kind import DEVIATIONS, WIRE_ROWS
 from oc_repl.protocols.camel.tools import (
     OBSERVATION_LIMIT,
     SIGNATURES,
@@ -37,6 +37,7 @@ from oc_repl.protocols.camel.tools import (
     ToolInterrupted,
 )
 from oc_repl.protocols.templates import Templates
+from oc_repl.rows import Deviations
 from oc_repl.types import (
     AgentProtocol,
     Approve,
@@ -131,7 +132,7 @@ class CamelProtocol(AgentProtocol):
         workdir: str | None = None,
         observation_limit: int = OBSERVATION_LIMIT,
         name: str = NAME,
-        deviations: Deviations = DEFAULTS,
+        deviations: Deviations | None = None,
         count_tokens: Callable[[str], int] | None = None,
     ) -> None:
         self.name = name
@@ -144,7 +145,7 @@ class CamelProtocol(AgentProtocol):
         self.default_timeout = default_timeout
         self.workdir = workdir
         self.observation_limit = observation_limit
-        self.deviations = deviations
+        self.deviations = deviations or Deviations(DEVIATIONS)  # its own defaults, without a run
         system, self._system_asset = load_asset(name, "system.txt")
         self._system = system.decode("utf-8")
         tools, self._tools_asset = load_asset(name, "tools.json")
@@ -153,7 +154,7 @@ class CamelProtocol(AgentProtocol):
         self.agent = Templates.load(name, "agent.toml", AGENT_SPEC)
         self.notices = Templates.load(name, "notices.toml", NOTICES_SPEC)
         # camel's own cut of a long tool result, by the model's tokens: upstream's, where the project's cut is off
-        self.count_tokens = count_tokens if not deviations.results_cut else None
+        self.count_tokens = count_tokens if not self.deviations.results_cut else None
         self.chat_agent = Templates.load(name, "chat_agent.toml", CHAT_AGENT_SPEC) if self.count_tokens else None
         self._messages: list[Message] = []
         self._results: list[tuple[str, str]] = []  # training mode: (call id, result) since the last message
@@ -189,7 +190,7 @@ class CamelProtocol(AgentProtocol):
         # The notices are the words of the deviations; with none in force (--exact, whatever the wire leaves) what is
         # left of them (a person's refusal, the docker daemon's word on a missing directory) has no upstream copy to
         # be checked against. The turn cap --exact accepts is the run's budget, not a text the model reads.
-        if set(self.deviations.names()) - WIRE_ROWS - {"own_turn_cap"}:
+        if set(self.deviations.names()) - {row.name for row in WIRE_ROWS} - {"own_turn_cap"}:
             found.append(self.notices.asset)
         return [copy.copy(asset) for asset in found if asset is not None]
 

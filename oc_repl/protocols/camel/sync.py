@@ -11,7 +11,8 @@ from pathlib import Path
 
 from oc_repl import paths
 from oc_repl.errors import UsageError
-from oc_repl.protocols.sync import Fetched, Say, SyncError, manifest_sha256, recorded_sha256, run
+from oc_repl.protocols.sync import Fetched, Say, SyncError, manifest_sha256, run
+from oc_repl.protocols.synced import recorded_sha256
 from oc_repl.protocols.templates import dump, parse
 
 # camel-ai itself needs neither rich nor docker. rich turns blocking output into plain text, in the release the

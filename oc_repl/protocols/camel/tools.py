@@ -5,11 +5,11 @@ own around the markers the reference quotes, and `oc-repl protocols sync` derive
 What a tool call raises (`ToolCallError`) is what upstream's bound method would raise; the protocol words it as the
 training harness did.
 
-Each way the tools depart from upstream's is a deviation (oc_repl/deviations.py) that turns off on its own; with them
-all off (`--exact`) the tools behave as upstream's did in training, down to its quirks: no type checks (a value of
-another type meets the Python operation upstream's code applied to it), an explicit null timeout waits without limit,
-input to a timed-out blocking command fails the way upstream's did after its drain, ending sessions pile up the
-no-new-output marker for the whole wait, and the calls other than shell_exec end after a 20 s wall limit.
+Each way the tools depart from upstream's is a deviation (a row of camel's kind, protocols/camel/kind.py) that turns off
+on its own; with them all off (`--exact`) the tools behave as upstream's did in training, down to its quirks: no type
+checks (a value of another type meets the Python operation upstream's code applied to it), an explicit null timeout
+waits without limit, input to a timed-out blocking command fails the way upstream's did after its drain, ending sessions
+pile up the no-new-output marker for the whole wait, and the calls other than shell_exec end after a 20 s wall limit.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from oc_repl.deviations import DEFAULTS, Deviations
 from oc_repl.errors import SandboxError, SandboxLost
 from oc_repl.protocols.camel.args import (
     SIGNATURES,
@@ -38,8 +37,10 @@ from oc_repl.protocols.camel.args import (
     upstream_command,
 )
 from oc_repl.protocols.camel.files import write_content
+from oc_repl.protocols.camel.kind import DEVIATIONS
 from oc_repl.protocols.camel.text import terminal_text
 from oc_repl.protocols.templates import Templates
+from oc_repl.rows import Deviations
 from oc_repl.types import Approve, Process, Sandbox, allow_all
 
 __all__ = ["SIGNATURES", "CamelTerminalTools", "ToolCallError", "ToolInterrupted", "ToolResult", "cap_text"]
@@ -114,14 +115,14 @@ class CamelTerminalTools:
         workdir: str | None = None,
         default_timeout: float = 20.0,
         observation_limit: int = OBSERVATION_LIMIT,
-        deviations: Deviations = DEFAULTS,
+        deviations: Deviations | None = None,
     ) -> None:
         self.sandbox = sandbox
         self.m, self.notices = m, notices
         self.observation_limit = observation_limit
         self.workdir = workdir or sandbox.workdir
         self.default_timeout = default_timeout
-        self.deviations = deviations
+        self.deviations = deviations or Deviations(DEVIATIONS)
         self.wall_limit = WALL_LIMIT
         # Keyed by the id as given: unchecked, any hashable JSON value, compared as Python compares them.
         self._sessions: dict[Any, _Session] = {}

@@ -13,10 +13,10 @@ import os
 import time
 
 from oc_repl import events as ev
-from oc_repl.deviations import DEFAULTS, Deviations
 from oc_repl.errors import UsageError
 from oc_repl.protocols import load_asset
 from oc_repl.protocols.templates import Templates, format_problem
+from oc_repl.protocols.terminus.kind import TERMINUS_JSON, TERMINUS_XML
 from oc_repl.protocols.terminus.parse import (
     SPECS,
     Format,
@@ -34,6 +34,7 @@ from oc_repl.protocols.terminus.parse import (
     strip_think,
 )
 from oc_repl.protocols.terminus.tmux import MAX_WAIT, NoTmux, Terminal, TmuxTerminal, private_socket
+from oc_repl.rows import Deviations
 from oc_repl.types import AgentProtocol, Approve, Asset, Emit, Message, Reply, Request, Sandbox, Step, Task, allow_all
 
 PROMPT_FIELDS = ("instruction", "terminal_state")
@@ -46,10 +47,11 @@ NOTICES_SPEC = {"interrupted": ("observation",), "declined": ("keystrokes",)}
 class TerminusProtocol(AgentProtocol):
     fmt: Format = "json"
     name = "terminus-json"
+    kind = TERMINUS_JSON
 
-    def __init__(self, name: str | None = None, deviations: Deviations = DEFAULTS) -> None:
+    def __init__(self, name: str | None = None, deviations: Deviations | None = None) -> None:
         self.name = name or type(self).name
-        self.deviations = deviations
+        self.deviations = deviations or Deviations(self.kind.deviations)  # its own defaults, without a run
         template, self._asset = load_asset(self.name, "prompt.txt")
         self._template = template.decode("utf-8")
         if why := format_problem(self._template, PROMPT_FIELDS):
@@ -272,5 +274,6 @@ class TerminusJson(TerminusProtocol):
 
 
 class TerminusXml(TerminusProtocol):
+    kind = TERMINUS_XML
     fmt: Format = "xml"
     name = "terminus-xml"

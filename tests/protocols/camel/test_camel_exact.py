@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from oc_repl.deviations import DEFAULTS, Deviations
+from oc_repl import deviations
 from oc_repl.protocols.camel.protocol import AGENT_SPEC
 from oc_repl.protocols.camel.tools import TOOLKIT_SPEC, ToolCallError
 from oc_repl.protocols.templates import Templates, parse
@@ -226,15 +226,15 @@ def box(tmp_path: Path):
 
 @pytest.fixture
 def exact(box):
-    tools = builtin_tools(box, deviations=Deviations.none())
+    tools = builtin_tools(box, deviations=deviations.none())
     yield tools
     tools.close_sessions()
 
 
 def test_timeout_is_shown_as_given_and_null_waits_without_limit(box):
     for is_exact in (True, False):
-        deviations = Deviations.none() if is_exact else DEFAULTS
-        tools = builtin_tools(box, deviations=deviations, default_timeout=0.25)
+        chosen = deviations.none() if is_exact else deviations.defaults()
+        tools = builtin_tools(box, deviations=chosen, default_timeout=0.25)
         try:
             left_out = tools.call("shell_exec", {"id": "a", "command": "sleep 2"})
             assert left_out.text == M.render("exec.timeout", id="a", timeout="0.25")  # str() of the default

@@ -6,12 +6,11 @@ import os
 import shutil
 import time
 import uuid
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from oc_repl.deviations import DEFAULTS
+from oc_repl import deviations
 from oc_repl.protocols import data_dir
 from oc_repl.protocols.camel.protocol import AGENT_SPEC, NOTICES_SPEC
 from oc_repl.protocols.camel.tools import TOOLKIT_SPEC, CamelTerminalTools
@@ -209,7 +208,7 @@ def test_file_write_relative_and_absolute_with_missing_parents(unconfined: Local
 
 def test_relative_paths_against_root_like_upstream(unconfined: LocalSandbox):
     sandbox = unconfined
-    toolbox = builtin_tools(sandbox, deviations=replace(DEFAULTS, relative_paths_in_workdir=False))
+    toolbox = builtin_tools(sandbox, deviations=deviations.defaults().replace(relative_paths_in_workdir=False))
     unique = f"oc-repl-test-{uuid.uuid4().hex[:8]}"
     try:
         failed = toolbox.call("shell_write_content_to_file", {"content": "1", "file_path": f"tmp/{unique}/x.txt"})

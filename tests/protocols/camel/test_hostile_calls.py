@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from oc_repl import deviations
 from oc_repl.client.wire import build_reply
-from oc_repl.deviations import Deviations
 from oc_repl.events import ParseError
 from oc_repl.protocols.camel.protocol import CamelProtocol
+from oc_repl.rows import Deviations
 from oc_repl.sandbox.local import LocalSandbox
 from oc_repl.types import Step, Task
 from tests.cli.test_cli import answer, base_args
@@ -119,7 +120,7 @@ def test_under_exact_empty_native_arguments_are_the_harness_parse_error(tmp_path
     could not read with its parse-error result, so --exact does the same with the call's block."""
     call = {"id": "call_1", "type": "function", "function": {"name": "shell_exec", "arguments": ""}}
     message = {"role": "assistant", "content": "", "tool_calls": [call]}
-    protocol, step, seen = camel_step(tmp_path, Deviations.none(), message, "tool_calls")
+    protocol, step, seen = camel_step(tmp_path, deviations.none(), message, "tool_calls")
     assert not step.done
     (error,) = [e.item for e in seen if isinstance(e.item, ParseError)]
     block = '{"name": "shell_exec", "arguments": }'

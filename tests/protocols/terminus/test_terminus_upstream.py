@@ -25,8 +25,7 @@ from typing import Any
 
 import pytest
 
-from oc_repl import protocols
-from oc_repl.deviations import Deviations
+from oc_repl import deviations, protocols
 from oc_repl.protocols.templates import Templates, dump
 from oc_repl.protocols.terminus.parse import limit_output, parse_json, parse_xml, prompt_observation, salvage_xml
 from oc_repl.protocols.terminus.sync import DERIVE
@@ -301,7 +300,7 @@ def _waits(sent: list[tuple[str, float]]) -> str:
 
 def ours_after(fmt: str, reply_text: str, screens: list[str], cut_off: bool) -> tuple[list[dict], list]:
     """The conversation our protocol (as `--exact` builds it) sends after one reply, and the keys it typed."""
-    protocol = protocols.create(f"terminus-{fmt}", Deviations.none())
+    protocol = protocols.create(f"terminus-{fmt}", deviations.none())
     sandbox = SimpleNamespace(spec="local:/nowhere")
     terminal = tb.ScriptedTerminal(sandbox, screens)
     protocol._terminal = terminal  # the one private touch: otherwise the protocol starts a terminal of its own
