@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Any, NoReturn
 
 from oc_repl.client.wires import CHAT
+from oc_repl.doctor_report import Check, Report
 from oc_repl.errors import ContextOverflow, ServerError
 from oc_repl.types import Reply, Task
 
@@ -40,37 +40,6 @@ CONCURRENCY_FIX = (
     "the server queue requests. Until then run `oc-repl bench -j 1` and Harbor with `-n 1`."
 )
 _CONTEXT_KEYS = ("max_model_len", "context_length", "max_context_length", "n_ctx")
-
-Status = Literal["ok", "warn", "fail"]
-
-
-@dataclass
-class Check:
-    name: str
-    status: Status
-    finding: str
-    fix: str = ""
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Report:
-    api_base: str
-    model: str | None = None
-    checks: list[Check] = field(default_factory=list)
-    blocking: bool = False  # the default protocol cannot work against this server
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if self.blocking else 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "api_base": self.api_base,
-            "model": self.model,
-            "exit_code": self.exit_code,
-            "checks": [asdict(c) for c in self.checks],
-        }
 
 
 class _Stop(Exception):
@@ -337,7 +306,7 @@ class Doctor:
             ("/get_model_info", ("context_length", "max_context_length")),
             ("/get_server_info", ("context_length", "max_model_len")),
         ):
-            body = self._get_json(root + path)
+            body = self.get_json(root + path)
             for key in keys:
                 value: Any = body
                 for part in key.split("."):
@@ -346,7 +315,7 @@ class Doctor:
                     return n, f"{path} {key}"
         return None
 
-    def _get_json(self, url: str) -> Any:
+    def get_json(self, url: str) -> Any:
         import httpx
 
         try:

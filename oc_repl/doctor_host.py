@@ -4,12 +4,10 @@ Each is a check's fields (name, status, finding, fix), which the doctor makes it
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from oc_repl.doctor import Status
+from oc_repl.doctor_report import Status
 
-Found = tuple[str, "Status", str, str]
+Found = tuple[str, Status, str, str]
 
 # The image the example tasks and the quick start build on (their Dockerfiles' default BASE_IMAGE).
 TEST_IMAGE = os.environ.get("OC_REPL_TEST_IMAGE", "oc-repl-test:bookworm")

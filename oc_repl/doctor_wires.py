@@ -5,15 +5,23 @@ chat template the server serves against `--tokenizer`'s (oc_repl/client/served.p
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from oc_repl.client.wires import CHAT, WIRES, Wire
 from oc_repl.config import OPTIONS
+from oc_repl.doctor_report import Report
 from oc_repl.protocols import kind_of
 
-if TYPE_CHECKING:
-    from oc_repl.doctor import Doctor
+
+class Doctor(Protocol):
+    """What the wire checks need of the doctor that runs them (doctor.py): its report so far, its HTTP client."""
+
+    report: Report
+    http: Any  # an httpx.Client
+
+    def get_json(self, url: str) -> Any: ...
+
 
 # A check as oc_repl.doctor.Check takes it: (name, status, finding[, fix[, data]]).
 Found = tuple[Any, ...]
@@ -59,7 +67,7 @@ def _served(doctor: Doctor, tokenizer: Path | None) -> Found:
     from oc_repl.client.served import TOKENIZER_HINT, differences, served_model
     from oc_repl.errors import UsageError
 
-    served = served_model(doctor._get_json, doctor.report.api_base, doctor.report.model)
+    served = served_model(doctor.get_json, doctor.report.api_base, doctor.report.model)
     if served is None:
         return ("served model", "ok", "the server does not say which model or template it serves")
     data = {"source": served.source, "model": served.model, "template_sha256": served.template_sha256}

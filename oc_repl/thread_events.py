@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from oc_repl import events as ev
 from oc_repl.outcome import Status
@@ -13,7 +13,9 @@ from oc_repl.types import AgentProtocol, Sandbox, Task
 
 if TYPE_CHECKING:
     from oc_repl.agent import Outcome
-    from oc_repl.session import Session
+    from oc_repl.client.chat import ChatClient
+    from oc_repl.config import RunSettings
+    from oc_repl.plan import RunPlan
 
 
 @dataclass
@@ -37,13 +39,28 @@ class Made:
         self.startup[what], self.clock = round(now - self.clock, 3), now
 
 
+class Thread(Protocol):
+    """What the events are built from: the thread a session runs (session.py)."""
+
+    settings: RunSettings
+    plan: RunPlan
+    made: Made
+    client: ChatClient
+    thread_id: str
+    transcript: str
+    attempt: int
+    tasks_run: int
+
+    def tools_offered(self) -> list[Any] | None: ...
+
+
 def refused(status: Status, turns: int) -> bool:
     """A run refused before it started (its settings, before the first reply): the command line keeps no transcript
     of it, so its `thread.completed` names none."""
     return status is Status.USAGE and not turns
 
 
-def thread_started(session: Session, isolation: ev.Isolation) -> ev.ThreadStarted:
+def thread_started(session: Thread, isolation: ev.Isolation) -> ev.ThreadStarted:
     from oc_repl import deviations
 
     s, made = session.settings, session.made
@@ -83,7 +100,7 @@ def thread_started(session: Session, isolation: ev.Isolation) -> ev.ThreadStarte
 
 
 def thread_completed(
-    session: Session, status: Status, outcome: Outcome, kept: str, calls_before: tuple[int, int]
+    session: Thread, status: Status, outcome: Outcome, kept: str, calls_before: tuple[int, int]
 ) -> ev.ThreadCompleted:
     sandbox, (calls, seconds) = session.made.sandbox, session.made.calls_before
     now = sandbox.calls() if sandbox is not None else (calls, seconds)  # closed by now: it still knows

@@ -1,16 +1,15 @@
-"""oc_repl's modules import each other without cycles, by this rule:
+"""oc_repl's modules import each other without cycles, every import counted: at module level, inside a function (a
+lazy import still makes the importer depend on what it imports whenever it runs), and under `if TYPE_CHECKING:` (the
+types a module is written against are part of what it depends on). A module that needs something of the one that uses
+it declares it as a `typing.Protocol` of its own; a registry names the implementation a name asks for as a
+"module:name" string (oc_repl/lazy.py), imported when chosen, never by an import statement.
 
-- A room is a subpackage of oc_repl (oc_repl.cli, oc_repl.protocols, oc_repl.bench, ...) or a module at its top
-  (oc_repl.api, oc_repl.config, ...). Between rooms, every import counts, at module level or inside a function: a lazy
-  import still makes the importer depend on what it imports whenever it runs (the API reaching into the CLI to
-  rebuild flags was a dependency, however late it was imported). The rooms must form no cycle.
-- Inside a room, only module-level imports count, and they must form no cycle (one would fail at import time,
-  depending on which module is imported first). A room's function-level imports of its own modules may close a
-  cycle: that is how a registry loads the implementation a name asks for (`protocols.create`, `tasks.load_task`),
-  the implementation importing the registry's shared types; it runs after both modules are complete.
-- Imports under `if TYPE_CHECKING:` never run and do not count. `import a.b.c` and `from a.b import c` (c a module)
-  are an edge to a.b.c alone: the parents run first, but a package whose __init__ imports its submodules only when
-  called depends on nothing by that.
+- The modules form no cycle, and neither do the rooms: a room is a subpackage of oc_repl (oc_repl.cli,
+  oc_repl.protocols, oc_repl.bench, ...) or a module at its top (oc_repl.api, oc_repl.config, ...).
+- `import a.b.c` and `from a.b import c` (c a module) are an edge to a.b.c alone: the parents run first, but a
+  package whose __init__ imports its submodules only when called depends on nothing by that.
+- The parts (protocols, sandboxes, the client and its wires, task formats) never import the settings table or the
+  deviations table: a part is given its own kind's settings and the deviations in force.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ def modules() -> dict[str, Path]:
 
 
 def imports(name: str, path: Path, known: dict[str, Path]) -> Iterator[tuple[str, bool]]:
-    """(module imported, at module level) for each import of an oc_repl module that runs."""
+    """(module imported, at module level) for each import of an oc_repl module, `TYPE_CHECKING` ones included."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
 
     def module(dotted: str) -> str | None:
@@ -43,9 +42,6 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> Iterator[tuple[str
 
     def walk(node: ast.AST, top: bool) -> Iterator[tuple[str, bool]]:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                yield from walk(ast.Module(body=child.orelse, type_ignores=[]), top)
-                continue
             if isinstance(child, ast.Import):
                 yield from ((found, top) for alias in child.names if (found := module(alias.name)))
             elif isinstance(child, ast.ImportFrom):
@@ -91,24 +87,38 @@ def cycle(graph: dict[str, set[str]]) -> list[str]:
 
 
 def graphs() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """(the module-level imports of every module, the imports between rooms)."""
+    """(every import of every module, the imports between rooms)."""
     known = modules()
-    top: dict[str, set[str]] = {}
+    every: dict[str, set[str]] = {}
     rooms: dict[str, set[str]] = {}
     for name, path in known.items():
-        for imported, at_top in imports(name, path, known):
-            if at_top:
-                top.setdefault(name, set()).add(imported)
+        for imported, _ in imports(name, path, known):
+            every.setdefault(name, set()).add(imported)
             if room(imported) != room(name):
                 rooms.setdefault(room(name), set()).add(room(imported))
-    return top, rooms
+    return every, rooms
 
 
-def test_no_module_imports_itself_in_a_cycle():
-    top, rooms = graphs()
+def test_no_module_imports_itself_in_a_cycle_counting_lazy_and_type_only_imports():
+    every, rooms = graphs()
     assert "oc_repl.cli" in rooms and "oc_repl.session" in rooms["oc_repl.cli"]  # the graph is the package's
-    assert cycle(top) == []
+    assert "oc_repl.agent" in every["oc_repl.thread_events"]  # a type-only import counts
+    assert cycle(every) == []
     assert cycle(rooms) == []
+
+
+PARTS = ("oc_repl.protocols", "oc_repl.sandbox", "oc_repl.client", "oc_repl.tasks", "oc_repl.hostns")
+
+
+def test_no_part_imports_the_settings_or_the_deviations_table():
+    every, _ = graphs()
+    found = sorted(
+        f"{name} imports {imported}"
+        for name, imported_set in every.items()
+        if name.startswith(PARTS)
+        for imported in imported_set & {"oc_repl.config", "oc_repl.deviations"}
+    )
+    assert found == []
 
 
 def test_the_cycle_finder_finds_a_cycle_through_a_lazy_import_across_rooms(tmp_path):
@@ -120,4 +130,4 @@ def test_the_cycle_finder_finds_a_cycle_through_a_lazy_import_across_rooms(tmp_p
         "def f():\n    from oc_repl.cli import main\n"
     )
     found = set(imports("oc_repl.m", source, {**modules(), "oc_repl.m": source}))
-    assert found == {("oc_repl.config", True), ("oc_repl.cli", False)}
+    assert found == {("oc_repl.config", True), ("oc_repl.api", True), ("oc_repl.cli", False)}

@@ -106,9 +106,9 @@ class LazyGroup(click.Group):
     """Subcommands kept in modules of their own are imported only when named (or listed by --help): `run` does not
     pay for bench's, doctor's or export's imports before its first request."""
 
-    # bench's group is made in cmd_bench; cmd_bench_report adds its report, compare, tasks and watch commands to it
+    # bench's group is made in cmd_bench, with its report, compare, tasks and watch commands from cmd_bench_report
     lazy = {name: f"oc_repl.cli.cmd_{name}" for name in ("doctor", "export", "protocols", "resume")}
-    lazy["bench"] = "oc_repl.cli.cmd_bench_report"
+    lazy["bench"] = "oc_repl.cli.cmd_bench"
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from oc_repl.cli import run_options, typed
+from oc_repl.cli.cmd_bench_report import COMMANDS, report_and_exit
 from oc_repl.cli.exits import report_error
 from oc_repl.config import TRIAL
 
@@ -185,8 +186,6 @@ def run_bench(
     if code:
         click.echo(f"bench stopped: re-run with --out {out} to finish the missing trials", err=True)
         sys.exit(code)
-    from oc_repl.cli.cmd_bench_report import report_and_exit
-
     report_and_exit(out, html_file, count_infra, retry_rounds or 0)
 
 
@@ -213,3 +212,7 @@ def _run_rounds(first: Any, rounds: int, make: Any) -> int:
         if code:
             return code
     return 0
+
+
+for command in COMMANDS:
+    bench.add_command(command)

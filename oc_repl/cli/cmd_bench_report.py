@@ -11,7 +11,6 @@ from typing import Any
 
 import click
 
-from oc_repl.cli.cmd_bench import bench
 from oc_repl.cli.exits import report_error
 
 COUNT_INFRA_HELP = "Count infrastructure failures (server, sandbox, image) as failures instead of leaving them out."
@@ -63,7 +62,7 @@ def _report(out: Path, html_file: Path | None, as_json: bool, count_infra: bool)
         sys.exit(report_error(exc))
 
 
-@bench.command("report")
+@click.command("report")
 @click.argument("out", type=DIRS)
 @_html_option
 @click.option("--json", "as_json", is_flag=True, help="The numbers as JSON on stdout instead of the tables.")
@@ -74,7 +73,7 @@ def report(out: Path, html_file: Path | None, as_json: bool, count_infra: bool) 
     _report(out, html_file, as_json, count_infra)
 
 
-@bench.command("compare")
+@click.command("compare")
 @click.argument("dirs", nargs=-1, required=True, type=DIRS)
 @_html_option
 @click.option("--json", "as_json", is_flag=True, help="The numbers as JSON on stdout instead of the tables.")
@@ -114,7 +113,7 @@ def compare_runs(
         sys.exit(report_error(exc))
 
 
-@bench.command("tasks")
+@click.command("tasks")
 @click.argument("dirs", nargs=-1, required=True, type=DIRS)
 @click.option("--json", "as_json", is_flag=True, help="The analysis as JSON on stdout instead of the table.")
 @click.option("--count-infra", is_flag=True, help=COUNT_INFRA_HELP)
@@ -153,7 +152,7 @@ def tasks(dirs: tuple[Path, ...], as_json: bool, count_infra: bool, zero_file: P
         click.echo(f"{len(found.zero_variance)} zero-variance tasks written to {zero_file}", err=True)
 
 
-@bench.command("watch")
+@click.command("watch")
 @click.argument("out", type=DIRS)
 @click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, help="Seconds between looks (default 2).")
 @click.option("--once", is_flag=True, help="Print the state once and stop.")
@@ -168,3 +167,6 @@ def watch(out: Path, interval: float, once: bool) -> None:
         sys.exit(Watcher(out).follow(interval, once))
     except OcReplError as exc:
         sys.exit(report_error(exc))
+
+
+COMMANDS = (report, compare_runs, tasks, watch)  # bench's own, beside `bench run` (cli/cmd_bench.py)

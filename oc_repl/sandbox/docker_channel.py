@@ -38,14 +38,18 @@ import contextlib
 import struct
 import threading
 import uuid
-from typing import TYPE_CHECKING
 
 from oc_repl.errors import SandboxError, SandboxLost
 from oc_repl.sandbox.docker_channel_sh import BOOT, LAUNCH, SERVER
-from oc_repl.sandbox.docker_exec import EXIT_GRACE, PID_DIR, WORK_SUBDIR, RecordedProcess, command_script, new_token
-
-if TYPE_CHECKING:
-    from oc_repl.sandbox.docker import DockerSandbox
+from oc_repl.sandbox.docker_exec import (
+    EXIT_GRACE,
+    PID_DIR,
+    WORK_SUBDIR,
+    Container,
+    RecordedProcess,
+    command_script,
+    new_token,
+)
 
 # A busy channel (a command that outran its timeout keeps it) is joined by another, up to this many per sandbox.
 MAX_CHANNELS = 4
@@ -74,7 +78,7 @@ def encode_request(
 class ChannelProcess(RecordedProcess):
     """A command running through a channel; the channel's reader fills its buffer and reports its end."""
 
-    def __init__(self, box: DockerSandbox, token: str, limit: int) -> None:
+    def __init__(self, box: Container, token: str, limit: int) -> None:
         super().__init__(box, token, limit)
         self._ended = threading.Event()
         self._status: int | None = None
@@ -116,7 +120,7 @@ class ChannelProcess(RecordedProcess):
 class Channel:
     """One server exec and the thread that reads its answers; one command at a time."""
 
-    def __init__(self, pool: ChannelPool, box: DockerSandbox) -> None:
+    def __init__(self, pool: ChannelPool, box: Container) -> None:
         self._pool = pool
         fifo = f"{box.pid_dir}/{WORK_SUBDIR}/channel-{new_token()}"
         dirs = [PID_DIR, box.pid_dir, f"{box.pid_dir}/{WORK_SUBDIR}"]
@@ -255,7 +259,7 @@ class ChannelPool:
     """A sandbox's channels, started when first needed. Once one breaks (its server was killed, the container
     restarted), the sandbox runs every command with an exec of its own, as it would without channels."""
 
-    def __init__(self, box: DockerSandbox) -> None:
+    def __init__(self, box: Container) -> None:
         self._box = box
         self._lock = threading.Lock()
         self._idle: list[Channel] = []

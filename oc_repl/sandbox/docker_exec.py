@@ -8,13 +8,35 @@ import socket
 import time
 import uuid
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from oc_repl.errors import SandboxError
 from oc_repl.sandbox.capture import CappedBuffer, OutputReader
 
 if TYPE_CHECKING:
-    from oc_repl.sandbox.docker import DockerSandbox
+    from oc_repl.sandbox.docker_host import HostAccess
+
+
+class Container(Protocol):
+    """What a command's process, the channels and the verdicts need of the container sandbox they serve
+    (docker.py: DockerSandbox, which uses them)."""
+
+    api: Any  # docker's low-level APIClient
+    container: Any  # docker's Container
+    id: str
+    user: str  # the user commands run as ("": the image's)
+    pid_dir: str
+    output_limit: int
+    host: HostAccess | None  # where oc-repl's host helper can run, if anywhere
+
+    def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any: ...
+
+    def check_running(self, settle: float = ...) -> None: ...
+
+    def run_quick(self, script: str, user: str = "root") -> bytes: ...
+
+    def put_command_file(self, path: str, data: bytes) -> None: ...
+
 
 PID_DIR = "/tmp/.oc-repl"  # one subdirectory per sandbox: clients attached to one container keep apart
 # Files that are not pid files (long commands, the channels' FIFOs) live in this subdirectory of a sandbox's pid
@@ -87,7 +109,7 @@ class RecordedProcess:
 
     tty = False
 
-    def __init__(self, box: DockerSandbox, token: str, limit: int) -> None:
+    def __init__(self, box: Container, token: str, limit: int) -> None:
         self._box = box
         self.token = token
         self.pidfile = f"{box.pid_dir}/{token}"
@@ -122,7 +144,7 @@ class DockerProcess(RecordedProcess):
 
     def __init__(
         self,
-        box: DockerSandbox,
+        box: Container,
         command: str,
         *,
         tty: bool,

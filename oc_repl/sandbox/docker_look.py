@@ -23,7 +23,7 @@ from oc_repl.sandbox.unsealed import run_unsealed
 from oc_repl.types import Change, FileFacts, Leftover, Look, VerifierJob, VerifierRun
 
 if TYPE_CHECKING:
-    from oc_repl.sandbox.docker import DockerSandbox
+    from oc_repl.sandbox.docker_exec import Container
     from oc_repl.sandbox.docker_host import HostAccess
 
 _KINDS = {0: "changed", 1: "created", 2: "removed"}
@@ -102,7 +102,7 @@ class DockerLook(Look):
 # --- the sealed verifier -----------------------------------------------------------------------------------------
 
 
-def run_sealed(box: DockerSandbox, job: VerifierJob) -> VerifierRun:
+def run_sealed(box: Container, job: VerifierJob) -> VerifierRun:
     """The job run by the host helper in a mount namespace of its own (see oc_repl/hostns/seal.py)."""
     assert box.host is not None
     config = box.container.attrs.get("Config") or {}

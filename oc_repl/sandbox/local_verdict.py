@@ -18,7 +18,7 @@ import posixpath
 import shutil
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from oc_repl.errors import SandboxError
 from oc_repl.sandbox.confine import VERIFIER_HOME
@@ -26,7 +26,20 @@ from oc_repl.sandbox.local_process import EXIT_GRACE
 from oc_repl.types import Change, FileFacts, Look, VerifierJob, VerifierRun
 
 if TYPE_CHECKING:
-    from oc_repl.sandbox.local import LocalSandbox
+    from oc_repl.types import Process
+
+
+class Confined(Protocol):
+    """What a verifier's run and look need of the confined sandbox (sandbox/local.py), which uses them."""
+
+    def start(
+        self, command: str, tty: bool, cwd: str | None, env: dict[str, str] | None, sealed: bool = False
+    ) -> Process: ...
+
+    def read_file(self, path: str) -> bytes: ...
+
+    def channel(self) -> Any: ...  # its init process's channel (init_channel.py)
+
 
 RECORD_LIMIT = 8 << 20
 _FIELDS = ("mode", "size", "dev", "ino", "mtime", "ctime", "sha256", "md5", "head", "link", "target", "error")
@@ -64,7 +77,7 @@ class _Record(threading.Thread):
         return bytes(self.data)
 
 
-def run_sealed(box: LocalSandbox, host: Path, job: VerifierJob) -> VerifierRun:
+def run_sealed(box: Confined, host: Path, job: VerifierJob) -> VerifierRun:
     if any(d != VERIFIER_HOME for d in job.private):
         raise SandboxError("a local: sandbox gives a verifier no directory of its own but oc-repl's")
     for entry in host.iterdir():
@@ -106,7 +119,7 @@ class LocalLook(Look):
     how = "the confined sandbox's own first process, walking every place it may write"
     tells_created = True
 
-    def __init__(self, box: LocalSandbox, roots: list[str]) -> None:
+    def __init__(self, box: Confined, roots: list[str]) -> None:
         self.box, self.roots = box, roots
         self.base = self._walk()
 

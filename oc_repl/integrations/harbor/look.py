@@ -14,14 +14,11 @@ import base64
 import os
 import re
 import shlex
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from oc_repl.errors import SandboxError
 from oc_repl.integrations.harbor import shell as sh
 from oc_repl.types import Change, FileFacts, Look
-
-if TYPE_CHECKING:
-    from oc_repl.integrations.harbor.environment import HarborSandbox
 
 LIMIT = 200_000  # changed paths a search lists at most
 HEAD = 2048
@@ -76,7 +73,7 @@ class EnvironmentLook(Look):
     )
     tells_created = False
 
-    def __init__(self, box: HarborSandbox, since: int) -> None:
+    def __init__(self, box: sh.Scripts, since: int) -> None:
         self.box, self.since = box, since
 
     def _run(self, body: str) -> list[list[str]]:

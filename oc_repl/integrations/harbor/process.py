@@ -6,15 +6,11 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import TYPE_CHECKING
 
 from oc_repl.errors import SandboxError, SandboxLost
 from oc_repl.integrations.harbor import shell as sh
 from oc_repl.sandbox.capture import gap_marker
 from oc_repl.sandbox.docker_exec import kill_recorded
-
-if TYPE_CHECKING:
-    from oc_repl.integrations.harbor.environment import HarborSandbox
 
 # Seconds one look may wait in the environment for a command's end: a call is costly, so a wait is one call (an exec
 # of 20 s, camel's default, or a terminal's wait of up to a minute); a command that runs longer is looked at again.
@@ -25,7 +21,7 @@ READ_GAP = 0.2  # a running process's output is fetched at most this often: ever
 class HarborProcess:
     """A command running detached in the environment, looked at by later execs."""
 
-    def __init__(self, box: HarborSandbox, path: str, tty: bool, report: sh.Report) -> None:
+    def __init__(self, box: sh.Scripts, path: str, tty: bool, report: sh.Report) -> None:
         self._box, self.path, self.tty = box, path, tty
         self._lock = threading.RLock()
         self._offset = 0

@@ -24,6 +24,7 @@ import re
 import secrets
 import shlex
 from dataclasses import dataclass
+from typing import Protocol
 
 ROOT = "/tmp/.oc-repl-harbor"  # one subdirectory per sandbox; world-writable (1777) as commands may run as any user
 TOOLS = ("setsid", "base64", "head", "tail", "wc", "mkfifo")  # besides bash, which Harbor's own exec needs
@@ -214,3 +215,14 @@ def escapable(text: str) -> bool:
     except UnicodeEncodeError:  # a lone surrogate a model's JSON may hold: its bytes, as Python would write them
         return False
     return True
+
+
+class Scripts(Protocol):
+    """What a process and a look need of the environment they run in (environment.py: HarborSandbox): a script run
+    through it, a process's report read, and half the output a result keeps."""
+
+    half: int
+
+    def run_script(self, script: str, wait: float = 0.0, user: str | None = None) -> str: ...
+
+    def report(self, script: str, marker: str, wait: float = 0.0, user: str | None = None) -> Report: ...

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from oc_repl.protocols.templates import Templates
-from oc_repl.protocols.terminus.parse import Command, Findings, Parsed, autocorrected, order_warning
+from oc_repl.protocols.terminus.reply import Command, Findings, Parsed, autocorrected, order_warning
 
 REQUIRED = ("analysis", "plan", "commands")
 COMMAND_FIELDS = frozenset(("keystrokes", "duration"))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from oc_repl.protocols.templates import Templates
-from oc_repl.protocols.terminus.parse import Command, Findings, Parsed, order_warning
+from oc_repl.protocols.terminus.reply import Command, Findings, Parsed, order_warning
 
 REQUIRED = ("analysis", "plan", "commands")
 SECTIONS = (*REQUIRED, "task_complete")
