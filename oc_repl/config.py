@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oc_repl.apikey import KEY_ENV, read_key_file
-from oc_repl.client.wires import CHAT, TEXT_WIRES, WIRES
+from oc_repl.client import wires
 from oc_repl.errors import UsageError
 from oc_repl.protocols import kinds as protocol_kinds
 from oc_repl.rows import DOCTOR, EVERYWHERE, FILE, FLAG, HARBOR, RUN, TRIAL, Option
@@ -122,12 +122,11 @@ class _Core:
         None, "Overrides the preset's max new tokens", *EVERYWHERE, shown="the preset's", ge=1
     )
     wire: str = setting(
-        CHAT.name,
+        wires.CHAT.name,
         "How prompts reach the server: chat (/v1/chat/completions, the server renders), completions (/v1/completions) "
         "or generate (sglang's /generate), both rendered by oc-repl with --tokenizer's chat template",
         *EVERYWHERE,
         DOCTOR,
-        choices=tuple(WIRES),
         shown="chat; generate under --exact for camel",
     )
     stream: bool = setting(True, "Stream replies", *EVERYWHERE)
@@ -192,26 +191,65 @@ def _read(spec: dataclasses.Field[Any]) -> Option:
 
 
 _CORE = {spec.name: _read(spec) for spec in dataclasses.fields(_Core) if spec.metadata}
+
+
 # Each kind's rows follow the core row that chooses among the kinds; a row several kinds share comes once.
-_CHOSEN_BY: dict[str, Iterable[Any]] = {
-    "protocol": protocol_kinds.KINDS.values(),
-    "sandbox": SANDBOX_KINDS.values(),
-    "wire": WIRES.values(),
-}
+def kinds(plugins: bool = False) -> dict[str, list[Any]]:
+    """The kinds each choosing row chooses among (protocol kinds, sandbox kinds, wires, task formats), built-in, and
+    with those installed packages register when `plugins` (oc_repl/plugins.py)."""
+    from oc_repl.tasks import model as tasks
+
+    if not plugins:
+        return {
+            "protocol": list(protocol_kinds.KINDS.values()),
+            "sandbox": list(SANDBOX_KINDS.values()),
+            "wire": list(wires.WIRES.values()),
+            "task": list(tasks.FORMATS.values()),
+        }
+    from oc_repl.protocols import plugin_kinds
+    from oc_repl.sandbox.kinds import known
+
+    return {
+        "protocol": [*protocol_kinds.KINDS.values(), *plugin_kinds().values()],
+        "sandbox": list(known().values()),
+        "wire": list(wires.known().values()),
+        "task": list(tasks.known_formats().values()),
+    }
 
 
-def _compose() -> dict[str, Option]:
+def _compose(chosen: dict[str, list[Any]]) -> dict[str, Option]:
     table: dict[str, Option] = {}
     for name, option in _CORE.items():
         table[name] = option
-        for kind in _CHOSEN_BY.get(name, ()):
+        for kind in chosen.get(name, ()):
             for row in kind.options:
-                if table.setdefault(row.name, row) is not row:
-                    raise AssertionError(f"two rows named {row.name}")
+                if table.setdefault(row.name, row) != row:
+                    raise UsageError(f"two settings named {row.name}, of different kinds")
     return table
 
 
-OPTIONS: dict[str, Option] = _compose()
+OPTIONS: dict[str, Option] = _compose(kinds())
+
+
+def with_plugins() -> dict[str, Option]:
+    """The table, grown in place by the rows of the kinds installed packages register, and with those kinds named in
+    the help of the rows that choose among them; done once, when first asked (oc_repl/plugins.py says when)."""
+    if "plugins" in _LOADED:
+        return OPTIONS
+    chosen = kinds(plugins=True)
+    table = _compose(chosen)
+    names = {"protocol": "kind", "sandbox": "form", "wire": "name", "task": "name"}
+    for name, every in chosen.items():
+        added = [getattr(kind, names[name]) for kind in every if kind not in kinds()[name]]
+        if added and name in table:
+            table[name] = dataclasses.replace(table[name], help=f"{table[name].help}; installed: {', '.join(added)}")
+    OPTIONS.clear()
+    OPTIONS.update(table)
+    _LOADED.add("plugins")
+    return OPTIONS
+
+
+_LOADED: set[str] = set()
 
 
 class RunSettings(_Core):
@@ -232,7 +270,7 @@ class RunSettings(_Core):
 
     def own(self, rows: Iterable[Option]) -> dict[str, Any]:
         """The values of a kind's rows: what the part of that kind is built with."""
-        return {row.name: getattr(self, row.name) for row in rows}
+        return {row.name: self.owned.get(row.name, row.default) for row in rows}
 
     def replace(self, **changes: Any) -> RunSettings:
         return dataclasses.replace(self, **changes)
@@ -250,7 +288,7 @@ class RunSettings(_Core):
     @property
     def text_wire(self) -> bool:
         """The prompt is rendered by oc-repl (and tokenized, when the tokenizer has a tokenizer.json)."""
-        return self.wire in TEXT_WIRES
+        return wires.wire_of(self.wire).text
 
     def sampling_options(self) -> dict[str, Any]:
         chosen = dict(SAMPLING_PRESETS[self.sampling])
@@ -267,6 +305,8 @@ def options_on(surface: str) -> list[Option]:
 
 def validate(values: dict[str, Any]) -> RunSettings:
     problems, checked = [], {}
+    if set(values) - set(OPTIONS):
+        with_plugins()  # an installed package's kind may own the setting
     for name, value in values.items():
         if name not in OPTIONS:
             problems.append(f"{name}: unknown setting")
@@ -278,6 +318,7 @@ def validate(values: dict[str, Any]) -> RunSettings:
     if problems:
         raise UsageError(f"invalid settings: {'; '.join(problems)}")
     settings = RunSettings(**checked, given=frozenset(checked))
+    settings.protocol_kind(), wires.wire_of(settings.wire)  # a name no kind has is refused at once
     if settings.api_key_file is not None:
         settings = settings.replace(api_key=read_key_file(settings.api_key_file))
     from oc_repl.client.api_base import check_api_base

@@ -42,6 +42,24 @@ CONCURRENCY_FIX = (
 _CONTEXT_KEYS = ("max_model_len", "context_length", "max_context_length", "n_ctx")
 
 
+def machine_checks(waiting: Callable[[str], None]) -> list[Check]:
+    """Each kind's check of this machine (what confines `local:`, the docker daemon, an installed package's own), once
+    each: the kinds declare them (`doctor`, "module:name")."""
+    from oc_repl.config import kinds
+    from oc_repl.lazy import load
+
+    found: dict[str, list[str]] = {}
+    for every in kinds(plugins=True).values():
+        for kind in every:
+            if kind.doctor:
+                found.setdefault(kind.doctor, []).append(kind.name)
+    checks = []
+    for ref, names in found.items():
+        waiting(f"the check of this machine for {', '.join(names)}")
+        checks.append(Check(*load(ref)()))
+    return checks
+
+
 class _Stop(Exception):
     """A probe failed in a way that makes the later probes meaningless."""
 
@@ -108,11 +126,7 @@ class Doctor:
             self.report.blocking = True
         finally:
             self.http.close()
-        from oc_repl.doctor_host import docker_check, local_confinement
-
-        self.report.checks.append(Check(*local_confinement()))
-        self.waiting("the docker daemon")
-        self.report.checks.append(Check(*docker_check()))
+        self.report.checks += machine_checks(self.waiting)
         return self.report
 
     def _fail(self, name: str, finding: str, fix: str) -> NoReturn:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from oc_repl.client.wires import CHAT, WIRES, Wire
+from oc_repl.client.wires import CHAT, Wire, known, wire_of
 from oc_repl.config import OPTIONS
 from oc_repl.doctor_report import Report
 from oc_repl.protocols import kind_of
@@ -42,15 +42,16 @@ def answers(doctor: Doctor, wire: Wire) -> bool:
 
 
 def wire_checks(doctor: Doctor, wire: str, tokenizer: Path | None) -> list[Found]:
+    every = known()  # installed packages' text wires are probed alike
     found = {CHAT.name: any(c.name == "chat" and c.status == "ok" for c in doctor.report.checks)}
-    found.update({name: answers(doctor, text) for name, text in WIRES.items() if text.text})
+    found.update({name: answers(doctor, text) for name, text in every.items() if text.text})
     calls = next((c for c in doctor.report.checks if c.name == "tool calls"), None)
     parser = calls.data.get("source") == "native" if calls is not None else None
-    routes = {name: urlsplit(w.url(doctor.report.api_base)).path for name, w in WIRES.items()}
+    routes = {name: urlsplit(w.url(doctor.report.api_base)).path for name, w in every.items()}
     listed = ", ".join(f"{routes[w]} {'answers' if ok else 'does not answer'}" for w, ok in found.items())
     said = {True: "a tool-call parser is on", False: "no tool-call parser", None: "tool-call parser unknown"}[parser]
     # --exact takes the checkpoint's protocol to the wire its training posted on, unless --wire names another
-    exact = wire if WIRES[wire].text else kind_of(OPTIONS["protocol"].default).exact.get("wire", wire)
+    exact = wire if wire_of(wire).text else kind_of(OPTIONS["protocol"].default).exact.get("wire", wire)
     data: dict[str, Any] = {"answers": found, "tool_parser": parser, "exact_wire": exact}
     finding = f"{listed}; {said}; --exact will use the {exact} wire"
     checks: list[Found] = []

@@ -13,11 +13,15 @@ from typing import Any
 
 from oc_repl import paths, tomlfile
 from oc_repl.apikey import KEY_ENV, read_key_file
-from oc_repl.config import FILE, OPTIONS, RunSettings, options_on, validate
+from oc_repl.config import FILE, OPTIONS, RunSettings, options_on, validate, with_plugins
 from oc_repl.errors import UsageError
 
 KEY = ("api_key", "api_key_file")  # one setting: the first level naming either decides
-FILE_KEYS = frozenset(option.name for option in options_on(FILE))
+
+
+def file_keys() -> frozenset[str]:
+    """The keys the config file takes: the table's rows on its surface."""
+    return frozenset(option.name for option in options_on(FILE))
 
 
 def load_file(path: Path | None, profile: str | None) -> dict[str, Any]:
@@ -36,7 +40,9 @@ def load_file(path: Path | None, profile: str | None) -> dict[str, Any]:
         if profile not in profiles:
             raise UsageError(f"no profile {profile!r} in {path}; profiles there: {', '.join(profiles) or 'none'}")
         values.update({k.replace("-", "_"): v for k, v in profiles[profile].items()})
-    unknown = set(values) - FILE_KEYS
+    if set(values) - file_keys():
+        with_plugins()  # an installed package's kind may own the others
+    unknown = set(values) - file_keys()
     if unknown:
         raise UsageError(f"unknown keys in {path}: {', '.join(sorted(unknown))}")
     return values

@@ -261,7 +261,7 @@ def test_docker_is_checked_and_each_wait_is_named(serve, tmp_path, monkeypatch):
     proc = doctor(server, tmp_path)
     assert "doctor: waiting on a one-line chat (at most 120s)" in proc.stderr
     assert "doctor: waiting on two streamed replies at once" in proc.stderr
-    assert "doctor: waiting on the docker daemon" in proc.stderr
+    assert "doctor: waiting on the check of this machine for docker, docker-image" in proc.stderr
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-daemon.sock'}")
     code, report = doctor_json(server, tmp_path)
     docker = checks(report)["docker"]

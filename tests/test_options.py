@@ -13,7 +13,7 @@ import pytest
 
 from oc_repl.config import DOCTOR, FILE, FLAG, OPTIONS, RUN, TRIAL, Option, RunSettings, options_on, validate
 from oc_repl.errors import UsageError
-from oc_repl.sources import FILE_KEYS, KEY, load_file, to_data
+from oc_repl.sources import KEY, file_keys, load_file, to_data
 from tests.cli.test_cli import answer
 from tests.conftest import ROOT, cli_env, run_cli
 
@@ -84,9 +84,9 @@ def test_a_switch_on_by_default_is_turned_off_by_its_no_flag():
 
 
 def test_the_config_file_takes_the_table_s_file_settings_and_refuses_the_others(tmp_path):
-    assert {o.name for o in options_on(FILE)} == FILE_KEYS
+    assert {o.name for o in options_on(FILE)} == file_keys()
     cfg = tmp_path / "config.toml"
-    values = {name: sample(OPTIONS[name], tmp_path) for name in sorted(FILE_KEYS) if name not in KEY}
+    values = {name: sample(OPTIONS[name], tmp_path) for name in sorted(file_keys()) if name not in KEY}
     cfg.write_text("".join(f"{name} = {toml(value)}\n" for name, value in values.items()))
     assert load_file(cfg, None) == values
     for option in OPTIONS.values():
@@ -98,7 +98,12 @@ def test_the_config_file_takes_the_table_s_file_settings_and_refuses_the_others(
 
 def sample(option: Option, tmp_path: Path) -> Any:
     """A value of the setting other than its default, that `validate` takes."""
-    special = {"api_base": "http://127.0.0.1:9/v1", "sandbox": "docker-image:python:3.12", "protocol": "terminus-json"}
+    special = {
+        "api_base": "http://127.0.0.1:9/v1",
+        "sandbox": "docker-image:python:3.12",
+        "protocol": "terminus-json",
+        "wire": "completions",
+    }
     if option.name in special:
         return special[option.name]
     if option.choices:

@@ -12,10 +12,13 @@ PROBE = [{"role": "user", "content": "Reply with one word: ready"}]
 def check_servers(settings: dict[str, RunSettings]) -> None:
     """A ServerError (exit 5) naming the server and what it said, for the first one that does not answer."""
     from oc_repl.client.chat import ChatClient
+    from oc_repl.client.wires import CHAT, wire_of
 
     seen = set()
     for each in settings.values():
-        key = (each.api_base, each.model, each.api_key)
+        wire = wire_of(each.wire)
+        wire = CHAT if wire.text else wire  # a text wire's prompt needs the model's files: its server is asked a chat
+        key = (each.api_base, each.model, each.api_key, wire.name)
         if key in seen:
             continue
         seen.add(key)
@@ -27,6 +30,7 @@ def check_servers(settings: dict[str, RunSettings]) -> None:
             retries=min(each.retries, 1),
             idle_timeout=each.idle_timeout,
             request_timeout=min(each.request_timeout, 120.0),
+            wire=wire,
         )
         try:
             client.resolve_model()

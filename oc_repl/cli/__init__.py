@@ -25,7 +25,7 @@ from oc_repl.rows import FLAG, RUN, Option
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
-def setting_option(option: Option, hidden: bool = False) -> Decorator:
+def setting_option(option: Option, hidden: bool = False) -> click.Option:
     """A setting's click option, as the table declares it. Unset it stays None, whatever the default: a flag only
     names what was typed (the environment, the file and the defaults come in `oc_repl.sources.resolve`)."""
     decls, kwargs = list(option.flags), {"default": None, "help": option.described(), "hidden": hidden}
@@ -44,7 +44,7 @@ def setting_option(option: Option, hidden: bool = False) -> Decorator:
         kwargs["type"] = {"int": int, "float": float}[option.kind]
     if option.secret:
         kwargs["callback"] = warn_on_flag
-    return click.option(*decls, option.name, **kwargs)
+    return click.Option([*decls, option.name], **kwargs)
 
 
 def setting_options(*surfaces: str, hidden: str | None = None) -> Decorator:
@@ -52,11 +52,47 @@ def setting_options(*surfaces: str, hidden: str | None = None) -> Decorator:
     are parsed (to be refused with a reason) but left out of --help."""
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        for option in reversed([o for o in OPTIONS.values() if o.on & set(surfaces)]):
-            fn = setting_option(option, hidden=hidden in option.on)(fn)
+        params = fn.__dict__.setdefault("__click_params__", [])
+        params.extend(
+            setting_option(o, hidden=hidden in o.on) for o in reversed(OPTIONS.values()) if o.on & set(surfaces)
+        )
         return fn
 
     return decorate
+
+
+class TakesSettings(click.Command):
+    """A command whose options are the table's rows on `surfaces` (those also on `hidden` parsed but left out of
+    --help). The rows of installed packages' kinds join them when --help is asked for, or when a flag no built-in
+    row has is given: reading the packages' entry points is left out of every other start (oc_repl/plugins.py)."""
+
+    def __init__(self, *args: Any, surfaces: tuple[str, ...] = (), hidden: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.surfaces, self.hidden_on, self.installed = set(surfaces), hidden, False
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if {"--help", "-h"} & set(args):
+            self._install()
+        try:
+            return super().parse_args(ctx, list(args))
+        except click.NoSuchOption:
+            if self.installed:
+                raise
+            self._install()
+            return super().parse_args(ctx, args)
+
+    def _install(self) -> None:
+        from oc_repl.config import with_plugins
+
+        self.installed = True
+        rows = {name: row for name, row in with_plugins().items() if row.on & self.surfaces}
+        # a row that chooses among kinds now names the installed ones in its help too
+        self.params = [
+            setting_option(rows[p.name], self.hidden_on in rows[p.name].on) if p.name in rows else p
+            for p in self.params
+        ]
+        taken = {param.name for param in self.params}
+        self.params += [setting_option(row, self.hidden_on in row.on) for row in rows.values() if row.name not in taken]
 
 
 def run_options(hidden: str | None = None) -> Decorator:
@@ -102,7 +138,7 @@ def _from_data(params: dict[str, Any], data: bytes) -> Any:
     return from_data(values, {k: v for k, v in params.items() if k not in ("config_file", "profile")})
 
 
-class LazyGroup(click.Group):
+class LazyGroup(TakesSettings, click.Group):
     """Subcommands kept in modules of their own are imported only when named (or listed by --help): `run` does not
     pay for bench's, doctor's or export's imports before its first request."""
 
@@ -127,7 +163,12 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, name)
 
 
-@click.group(cls=LazyGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LazyGroup,
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    surfaces=(FLAG,),
+)
 @click.version_option(__version__, "--version", prog_name="oc-repl")
 @run_options()
 @click.pass_context
@@ -165,7 +206,7 @@ def _settings_or_exit(params: dict[str, Any], data: bytes | None = None) -> Any:
         sys.exit(report_error(exc))
 
 
-@main.command()
+@main.command(cls=TakesSettings, surfaces=(FLAG, RUN))
 @run_options()
 @setting_options(RUN)
 @click.option(

@@ -10,10 +10,10 @@ from typing import Any
 
 import click
 
-from oc_repl.cli import run_options, typed
+from oc_repl.cli import TakesSettings, run_options, typed
 from oc_repl.cli.cmd_bench_report import COMMANDS, report_and_exit
 from oc_repl.cli.exits import report_error
-from oc_repl.config import TRIAL
+from oc_repl.rows import FLAG, TRIAL
 
 RETRY_JOBS_DIVISOR = 2  # each round of --retry-infra runs at most half as many trials at once as the one before
 
@@ -88,7 +88,7 @@ def recorded_settings(out: Path, params: dict[str, Any]) -> tuple[dict[str, Any]
     return settings, tasks, int(plan.get("k") or 1)
 
 
-@bench.command("run")
+@bench.command("run", cls=TakesSettings, surfaces=(FLAG,), hidden=TRIAL)
 @run_options(hidden=TRIAL)
 @click.argument("task_dirs", nargs=-1, type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("-k", "attempts", type=click.IntRange(min=1), help="Trials per task and arm (default 1).")

@@ -8,13 +8,13 @@ from typing import Any
 
 import click
 
-from oc_repl.cli import setting_options
+from oc_repl.cli import TakesSettings, setting_options
 from oc_repl.config import DOCTOR
 
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
 
 
-@click.command()
+@click.command(cls=TakesSettings, surfaces=(DOCTOR,))
 @setting_options(DOCTOR)
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds one probe may take.")
 @click.option("--json", "json_output", is_flag=True, help="Print the checks as JSON.")

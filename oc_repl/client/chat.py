@@ -40,7 +40,7 @@ from oc_repl.client.failures import (
 from oc_repl.client.prompt import Prepared, TextPrompts
 from oc_repl.client.stream import StreamReader, plain_reply, read_json, read_payloads
 from oc_repl.client.wire import normalise_history
-from oc_repl.client.wires import CHAT, WIRES
+from oc_repl.client.wires import CHAT, Wire, wire_of
 from oc_repl.errors import ServerError, ServerRefused, ServerUnreachable, UsageError
 from oc_repl.types import Reply
 
@@ -74,7 +74,10 @@ class ChatClient:
         on_retry: OnRetry | None = None,
         backoff: float = 0.5,
         prompts: TextPrompts | None = None,
+        wire: Wire | None = None,
     ) -> None:
+        """`wire`: the route a chat goes on (the chat wire's, unless another wire that leaves the rendering to the
+        server is named); a text wire's comes with its `prompts`."""
         self.api_base = check_api_base(api_base)
         self._key = api_key or "EMPTY"
         if not (self._key.isascii() and self._key.isprintable()):
@@ -94,7 +97,7 @@ class ChatClient:
         self._memo: dict[str, str] = {}
         self._http: Any = None
         self.prompts = prompts  # the completions or generate wire: the client renders the prompt itself
-        self.wire = WIRES[prompts.wire] if prompts is not None else CHAT
+        self.wire = wire_of(prompts.wire) if prompts is not None else wire or CHAT
 
     def connect(self) -> None:
         """Import httpx and make the HTTP client; done by the first request, or earlier by a caller that has a wait
@@ -379,4 +382,5 @@ def run_client(settings: Any, files: Any, on_retry: OnRetry | None = None) -> Ch
         request_timeout=settings.request_timeout,
         on_retry=on_retry,
         prompts=prompts,
+        wire=wire_of(settings.wire),
     )

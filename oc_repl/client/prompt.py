@@ -14,7 +14,7 @@ from typing import Any
 from oc_repl import training
 from oc_repl.client.chat_template import render_request
 from oc_repl.client.model_files import ModelFiles
-from oc_repl.client.wires import WIRES
+from oc_repl.client.wires import wire_of
 
 
 @dataclass
@@ -33,7 +33,7 @@ class Prepared:
 
     def record(self) -> dict[str, Any]:
         body = self.body if self.messages_in_body else {k: v for k, v in self.body.items() if k != "messages"}
-        found: dict[str, Any] = {"wire": self.wire, "route": WIRES[self.wire].route, "json": body}
+        found: dict[str, Any] = {"wire": self.wire, "route": wire_of(self.wire).route, "json": body}
         if self.prompt_tokens is not None:
             found["prompt_tokens"] = self.prompt_tokens
         if self.cut:
@@ -82,7 +82,7 @@ class TextPrompts:
             prompt = training.middle_cut(ids, self._marker) if self.cut else ids
             cut = prompt is not ids
         params = sglang_sampling(options)
-        body = WIRES[self.wire].part("body")(model, prompt, params, stream=stream)
+        body = wire_of(self.wire).part("body")(model, prompt, params, stream=stream)
         return Prepared(
             self.wire,
             body,

@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from oc_repl import plugins
 from oc_repl.client.api_base import server_root
+from oc_repl.errors import UsageError
 from oc_repl.lazy import load
 from oc_repl.rows import DOCTOR, EVERYWHERE, Option, row
 
@@ -27,6 +29,7 @@ class Wire:
     read: str = ""  # (raw JSON, max tokens, tool names, end-of-sequence texts) -> Reply
     stream: str = ""  # a class folding the streamed reply: (on_delta, tool names, eos texts, started)
     options: tuple[Option, ...] = ()  # its settings
+    doctor: str = ""  # "module:name" of its check of this machine, for `doctor`: () -> (name, status, finding, fix)
 
     def url(self, api_base: str) -> str:
         return (server_root(api_base) if self.at_root else api_base) + self.route
@@ -75,3 +78,21 @@ WIRES: dict[str, Wire] = {
 }
 CHAT = next(wire for wire in WIRES.values() if not wire.text)  # the server renders the prompt
 TEXT_WIRES = tuple(name for name, wire in WIRES.items() if wire.text)
+
+
+def known() -> dict[str, Wire]:
+    """The built-in wires, and those installed packages register (oc_repl/plugins.py)."""
+    return {**WIRES, **{wire.name: wire for wire in plugins.registered(plugins.WIRES, Wire).values()}}
+
+
+def find(name: str) -> Wire | None:
+    """The wire of that name, if there is one; installed packages' are looked at only for a name no built-in one has."""
+    return WIRES.get(name) or known().get(name)
+
+
+def wire_of(name: str) -> Wire:
+    """The wire of that name; a usage error naming the known ones for any other."""
+    wire = find(name)
+    if wire is None:
+        raise UsageError(f"unknown wire {name!r}; known: {', '.join(known())}")
+    return wire

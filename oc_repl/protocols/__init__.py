@@ -1,6 +1,6 @@
 """Protocol registry. A protocol is a folder of data (a manifest naming its code kind, and its assets) driven by
-the code of that kind; user folders can add protocols or override assets, and plugins can register classes under
-the `oc_repl.protocols` entry point group.
+the code of that kind; user folders can add protocols or override assets, and plugins can register protocols under
+the `oc_repl.protocols` entry point group (a ProtocolKind, or a class alone: oc_repl/plugins.py).
 
 Assets resolve in this order, and every run records which one it used: a user folder
 (`~/.config/oc-repl/protocols/NAME/`), the exact upstream copy fetched by `oc-repl protocols sync`
@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from oc_repl import paths, tomlfile
+from oc_repl import paths, plugins, tomlfile
 from oc_repl.errors import UsageError
 from oc_repl.lazy import load
 from oc_repl.protocols.kind import ProtocolKind
-from oc_repl.protocols.kinds import KINDS, PLUGIN
+from oc_repl.protocols.kinds import KINDS
 from oc_repl.protocols.synced import recorded_sha256
 from oc_repl.types import AgentProtocol, Asset
 
@@ -91,14 +91,20 @@ def manifests() -> dict[str, Manifest]:
     return found
 
 
-def _entry_points() -> dict[str, str]:
-    from importlib.metadata import entry_points
-
-    return {ep.name: ep.value for ep in entry_points(group="oc_repl.protocols")}
+def plugin_kinds() -> dict[str, ProtocolKind]:
+    """The protocols installed packages register, by name: each its kind (a class alone has none of the built-in
+    kinds' traits, and no settings of its own)."""
+    found = plugins.registered(plugins.PROTOCOLS, object)
+    refs, folders = plugins.refs(plugins.PROTOCOLS), manifests()
+    return {
+        name: value if isinstance(value, ProtocolKind) else ProtocolKind(name, refs[name])
+        for name, value in found.items()
+        if name not in folders  # a data folder of that name is the protocol
+    }
 
 
 def names() -> list[str]:
-    return sorted(set(manifests()) | set(_entry_points()))
+    return sorted(set(manifests()) | set(plugins.refs(plugins.PROTOCOLS)))
 
 
 def _builtin_base(protocol: str) -> str:
@@ -125,20 +131,22 @@ def load_asset(protocol: str, filename: str) -> tuple[bytes, Asset]:
 
 
 def kind_of(protocol: str) -> ProtocolKind:
-    """What the core knows of a protocol, by its name (a data folder's kind; a plugin's defaults)."""
+    """What the core knows of a protocol, by its name (a data folder's kind, or a plugin's); a usage error for a name
+    no protocol has."""
     manifest = manifests().get(protocol)
-    return KINDS[manifest.kind] if manifest else PLUGIN
+    if manifest is not None:
+        return KINDS[manifest.kind]
+    kind = plugin_kinds().get(protocol)
+    if kind is None:
+        raise UsageError(f"unknown protocol {protocol!r}; known: {', '.join(names())}")
+    return kind
 
 
 def create(name: str, deviations: Deviations | None = None, **options: Any) -> AgentProtocol:
     """Build a protocol from its kind's own settings (`options`: the values of its kind's rows, and the core's
     `count_tokens`), those its class does not take left out. `deviations` (the run's, `deviations.from_settings`) goes
     to every kind that departs from upstream; without it a protocol does what the project does by default."""
-    manifest = manifests().get(name)
-    target = KINDS[manifest.kind].implementation if manifest else _entry_points().get(name)
-    if target is None:
-        raise UsageError(f"unknown protocol {name!r}; known: {', '.join(names())}")
-    cls = load(target)
+    cls = load(kind_of(name).implementation)
     accepted = inspect.signature(cls).parameters
     options.update(name=name, deviations=deviations)
     return cls(**{k: v for k, v in options.items() if k in accepted and v is not None})

@@ -24,3 +24,8 @@ class ProtocolKind:
     says_sync: bool = False  # a run on built-in texts that `protocols sync` replaces says so, once
     options: tuple[Option, ...] = ()  # its settings: the implementation is built with these alone
     deviations: tuple[Deviation, ...] = ()  # the rows that concern it, beside those that concern every protocol
+    doctor: str = ""  # "module:name" of its check of this machine, for `doctor`: () -> (name, status, finding, fix)
+
+    @property
+    def name(self) -> str:
+        return self.kind

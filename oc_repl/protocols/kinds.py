@@ -17,7 +17,6 @@ RAW = ProtocolKind(
 KINDS: dict[str, ProtocolKind] = {kind.kind: kind for kind in (CAMEL, TERMINUS_JSON, TERMINUS_XML, RAW)}
 # the upstream sources `oc-repl protocols sync` derives texts from (protocols/sync.py), named in manifests' `sync`
 SYNC_SOURCES = ("terminus", "camel", "openclaw")
-PLUGIN = ProtocolKind("", "")  # a protocol an entry point registers: none of the above applies to it
 
 # The protocol a run speaks unless told (the checkpoint's), and the built-in ones as `--protocol`'s help names them.
 DEFAULT = "camel-terminal-toolkit"

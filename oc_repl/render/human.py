@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
-from oc_repl.client.wires import TEXT_WIRES
+from oc_repl.client.wires import find
 from oc_repl.render.sandbox_line import isolation_line
 from oc_repl.render.sanitize import fold, one_line, sanitize
 
@@ -35,7 +35,7 @@ def make_console(stderr: bool = True) -> Console:
 def wire_lines(e: Any) -> list[str]:
     """What the header says of the wire: how the prompt goes, and under --exact what is still not as trained."""
     lines = []
-    if e.wire in TEXT_WIRES:
+    if (wire := find(e.wire)) is not None and wire.text:
         template = next((a for a in e.assets if a.name == "chat_template"), None)
         rendered = f" · template {template.sha256[:12]}" if template else ""
         sent = "token ids" if e.prompt == "token ids" else "sending text: no tokenizer loaded, the server tokenizes"

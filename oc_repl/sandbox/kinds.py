@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oc_repl.errors import UsageError
+from oc_repl.plugins import SANDBOXES, registered
 from oc_repl.rows import FILE, FLAG, TRIAL, Option, row
 
 
@@ -20,7 +21,12 @@ class SandboxKind:
     from_image: bool = False  # made from an image: a task's sandbox is one of these
     reattachable: bool = False  # a conversation can be taken up in the same sandbox later (`resume`)
     options: tuple[Option, ...] = ()  # its settings: the driver opens a sandbox with these and the core's it takes
-    takes: tuple[str, ...] = ()  # the core's sandbox facts its driver takes (plan.py: `sandbox_facts`)
+    takes: tuple[str, ...] = ()  # the core's sandbox facts its driver takes (plan.py: `sandbox_options`)
+    doctor: str = ""  # "module:name" of its check of this machine, for `doctor`: () -> (name, status, finding, fix)
+
+    @property
+    def name(self) -> str:
+        return self.scheme
 
 
 LOCAL_OPTIONS = (
@@ -61,6 +67,7 @@ KINDS: dict[str, SandboxKind] = {
             reattachable=True,
             options=LOCAL_OPTIONS,
             takes=("limits", "private_files"),
+            doctor="oc_repl.sandbox.checks:local_confinement",
         ),
         SandboxKind(
             "docker",
@@ -68,6 +75,7 @@ KINDS: dict[str, SandboxKind] = {
             "docker:<container>",
             reattachable=True,
             takes=("workdir",),
+            doctor="oc_repl.sandbox.checks:docker_check",
         ),
         SandboxKind(
             "docker-image",
@@ -77,11 +85,12 @@ KINDS: dict[str, SandboxKind] = {
             from_image=True,
             options=CREATED_OPTIONS,
             takes=("workdir", "max_processes", "memory_mb", "lifetime"),
+            doctor="oc_repl.sandbox.checks:docker_check",
         ),
     )
 }
 DEFAULT = "local:."  # the current directory, on this host
-FORMS = ", ".join(kind.form for kind in KINDS.values())
+FORMS = ", ".join(kind.form for kind in KINDS.values())  # the built-in ones
 CONTAINERS = ", ".join(kind.form for kind in KINDS.values() if not kind.on_host)
 
 
@@ -90,11 +99,21 @@ def kind_of(spec: str) -> SandboxKind:
     scheme, sep, target = spec.partition(":")
     if not sep or not target:
         raise UsageError(f"sandbox {spec!r} is not of the form scheme:target", hint=f"use {FORMS}")
-    kind = KINDS.get(scheme)
+    kind = KINDS.get(scheme) or known().get(scheme)
     if kind is None:
-        known = ", ".join(KINDS)
-        raise UsageError(f"sandbox {spec!r}: unknown scheme {scheme!r} (known: {known})", hint=f"use {FORMS}")
+        every = known()
+        names = ", ".join(every)
+        raise UsageError(f"sandbox {spec!r}: unknown scheme {scheme!r} (known: {names})", hint=f"use {forms(every)}")
     return kind
+
+
+def known() -> dict[str, SandboxKind]:
+    """The built-in kinds, and those installed packages register (oc_repl/plugins.py)."""
+    return {**KINDS, **{kind.scheme: kind for kind in registered(SANDBOXES, SandboxKind).values()}}
+
+
+def forms(kinds: dict[str, SandboxKind]) -> str:
+    return ", ".join(kind.form for kind in kinds.values())
 
 
 def target_of(spec: str) -> str:

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from oc_repl import plugins
 from oc_repl.errors import UsageError
 from oc_repl.lazy import load
+from oc_repl.rows import Option
 
 if TYPE_CHECKING:
     from oc_repl.tasks.verify import Verifier
@@ -32,6 +34,8 @@ class TaskFormat:
     spec_file: str
     loader: str  # (path) -> TaskDir
     verifier: str  # (TaskDir) -> Verifier
+    options: tuple[Option, ...] = ()  # its settings
+    doctor: str = ""  # "module:name" of its check of this machine, for `doctor`: () -> (name, status, finding, fix)
 
     def part(self, which: str) -> Any:
         return load(getattr(self, which))
@@ -81,12 +85,21 @@ class TaskDir:
 
     def verifier(self) -> Verifier:
         """What judges a run of this task once the agent is done (in the image's WORKDIR)."""
-        return FORMATS[self.format].part("verifier")(self)
+        return (FORMATS.get(self.format) or known_formats()[self.format]).part("verifier")(self)
+
+
+def known_formats() -> dict[str, TaskFormat]:
+    """The built-in formats, and those installed packages register (oc_repl/plugins.py)."""
+    return {**FORMATS, **{f.name: f for f in plugins.registered(plugins.TASK_FORMATS, TaskFormat).values()}}
 
 
 def format_of(path: Path) -> TaskFormat | None:
-    """The format of a task directory, by the file that marks it (the first format's, when it has two)."""
-    return next((f for f in FORMATS.values() if (path / f.spec_file).is_file()), None)
+    """The format of a task directory, by the file that marks it (the first format's, when it has two); the formats
+    installed packages register are looked at only for a directory no built-in one marks."""
+    for formats in (FORMATS, known_formats()):
+        if found := next((f for f in formats.values() if (path / f.spec_file).is_file()), None):
+            return found
+    return None
 
 
 def is_task_dir(path: Path) -> bool:
@@ -99,7 +112,7 @@ def load_task(path: Path | str) -> TaskDir:
     found = format_of(path)
     if found is not None:
         return found.part("loader")(path)
-    marks = " nor ".join(f"{f.spec_file} ({f.name})" for f in FORMATS.values())
+    marks = " nor ".join(f"{f.spec_file} ({f.name})" for f in known_formats().values())
     raise UsageError(
         f"{path} is not a task directory: it has neither {marks}",
         hint="give a task directory, or a folder whose subfolders are task directories",

@@ -107,6 +107,27 @@ def test_harbors_options_are_the_tables_harbor_settings(agent_class):
 
 
 @needs_harbor
+def test_an_installed_kinds_harbor_settings_are_agent_options_and_reach_its_run(tmp_path):
+    """tests/kinds: a package's protocol kind brings its Harbor setting to `--ak`, checked by Harbor's own model."""
+    from tests.kinds import installed
+
+    code = (
+        "import tests.harbor_support\n"
+        "from oc_repl.integrations.harbor.agent import OcReplOptions, run_settings\n"
+        "fields = OcReplOptions.model_fields\n"
+        "said = 'installed: shout' in fields['protocol'].description\n"
+        "print('shout_word' in fields, 'scratch_note' in fields, said)\n"
+        "options = OcReplOptions(protocol='shout', shout_word='HARBOR', wire='relay')\n"
+        "settings = run_settings(options, 'm')\n"
+        "print(settings.shout_word, settings.own(settings.protocol_kind().options), settings.wire)\n"
+    )
+    env = installed(tmp_path)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["True False True", "HARBOR {'shout_word': 'HARBOR'} relay"]
+
+
+@needs_harbor
 def test_an_option_left_unset_is_not_given_to_the_run(agent_class, tmp_path):
     from oc_repl.integrations.harbor.agent import run_settings
 

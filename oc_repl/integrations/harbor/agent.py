@@ -46,7 +46,7 @@ from pydantic import Field, ValidationError, create_model
 
 from oc_repl import __version__
 from oc_repl.apikey import KEY_ENV
-from oc_repl.config import HARBOR, RunSettings, options_on, validate
+from oc_repl.config import HARBOR, RunSettings, options_on, validate, with_plugins
 from oc_repl.errors import OcReplError, SandboxError
 from oc_repl.integrations.harbor.environment import HarborSandbox, LoopBridge
 from oc_repl.integrations.harbor.record import CHECKPOINTS, RunRecord, trajectory
@@ -68,7 +68,9 @@ HARBOR_DEFAULTS = {"model": "-m without its provider prefix", "task_name": "the 
 def _options_model() -> type[AgentOptions]:
     """The settings the table offers Harbor, as Harbor's options model. Each shows the table's default; only those
     given (by `--ak`, or for `api_base` by Harbor's fallback to OPENAI_BASE_URL) reach the run, so that `--exact`
-    can tell a `max_turns` asked for from the default it replaces."""
+    can tell a `max_turns` asked for from the default it replaces. The kinds installed packages register bring their
+    rows too."""
+    with_plugins()
     kinds = {"str": str, "int": int, "float": float, "bool": bool, "Path": str}
     fields: dict[str, Any] = {}
     for option in options_on(HARBOR):
