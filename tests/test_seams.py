@@ -106,3 +106,10 @@ def test_no_text_wire_is_named_outside_the_client_but_in_a_kind_that_says_it_pos
     found = named_outside(set(TEXT_WIRES), "oc_repl/client")
     # camel's kind: what --exact sets for it, the wire its training posted on (a registry's row)
     assert [site.split(":")[0] for site in found] == ["oc_repl/protocols/camel/kind.py"], found
+
+
+def test_no_task_format_is_named_outside_the_tasks_package():
+    from oc_repl.tasks.model import FORMATS
+
+    # "harbor" is also the name of the integration and of the isolation it reports: too common a word
+    assert named_outside(set(FORMATS) - {"harbor"}, "oc_repl/tasks") == []
