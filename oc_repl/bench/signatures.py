@@ -1,6 +1,7 @@
 """What a trial did, read off its transcript once when it ends: the actions of each turn, and the signatures of the
-ways a model fails that a table of outcomes hides (a turn cap spent repeating one command, terminus replies that
-only wait, parse errors, an overflowing context, empty replies, tampering).
+ways a model fails that a table of outcomes hides (a turn cap spent repeating one command, parse errors, an
+overflowing context, empty replies, tampering, and those its protocol's kind declares: terminus replies that only
+wait).
 
 Both go into the trial's record, so the per-task analysis needs no transcript: it compares the actions of a task's
 trials turn by turn to find where a solved one and a failed one part.
@@ -8,18 +9,17 @@ trials turn by turn to find where a solved one and a failed one part.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from oc_repl.errors import UsageError
 from oc_repl.events import TERMINAL_TOOL
+from oc_repl.lazy import load
 from oc_repl.outcome import Status
 
 ACTION_CHARS = 300  # of one turn's actions, kept in the record
 REPEATED = 3  # the same command this many times in a run that hit its turn cap: it was stuck on it
-# a terminus reply that marks the task complete (JSON or XML) is an answer, not a wait
-_COMPLETES = re.compile(r"task_complete[\"'\s:>]*true", re.IGNORECASE)
 
 
 def turn_actions(events: Iterable[dict[str, Any]]) -> list[str]:
@@ -65,10 +65,7 @@ def signatures(events: list[dict[str, Any]], status: Status) -> list[str]:
         command, times = commands.most_common(1)[0]
         if times >= REPEATED:
             found.append(f"turn_cap_repeating: {_clip(command)!r} {times} times")
-    if any(item.get("tool") == TERMINAL_TOOL for items in per_turn for item in items):  # a terminal the model watches
-        idle = sum(1 for items in per_turn if items and not any(_waits_not(item) for item in items))
-        if idle:
-            found.append(f"idle_turns: {idle} of {len(per_turn)} replies only waited")
+    found += _kinds_own(events, per_turn)
     parse_errors = sum(item.get("type") == "parse_error" for items in per_turn for item in items)
     if parse_errors:
         found.append(f"parse_errors: {parse_errors}")
@@ -102,14 +99,16 @@ def _turn_items(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return turns
 
 
-def _waits_not(item: dict[str, Any]) -> bool:
-    """An item of a terminus turn that is more than waiting: keys typed, a reply that could not be read, or one that
-    says the task is complete."""
-    if item.get("type") == "parse_error":
-        return True
-    if item.get("type") == "agent_message":
-        return bool(_COMPLETES.search(str(item.get("text") or "")))
-    return _acts(item) and bool(item.get("command"))
+def _kinds_own(events: list[dict[str, Any]], per_turn: list[list[dict[str, Any]]]) -> list[str]:
+    """The signatures the trial's protocol kind declares (none for a protocol no longer known here)."""
+    from oc_repl.protocols import kind_of
+
+    started = next((e for e in events if e.get("type") == "thread.started"), {})
+    try:
+        kind = kind_of(str(started.get("protocol") or ""))
+    except UsageError:
+        return []
+    return [line for ref in kind.signatures for line in load(ref)(per_turn)]
 
 
 def _said_or_did(item: dict[str, Any]) -> bool:

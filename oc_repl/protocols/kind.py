@@ -25,6 +25,9 @@ class ProtocolKind:
     options: tuple[Option, ...] = ()  # its settings: the implementation is built with these alone
     deviations: tuple[Deviation, ...] = ()  # the rows that concern it, beside those that concern every protocol
     doctor: str = ""  # "module:name" of its check of this machine, for `doctor`: () -> (name, status, finding, fix)
+    # "module:name" of the ways its trials fail that their outcomes hide, for bench's records: (the completed items of
+    # each turn that got a reply) -> lines, each beginning with its signature's name
+    signatures: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:

@@ -29,11 +29,13 @@ def test_signatures_name_how_a_trial_failed():
         e for n in range(1, 5) for e in turn(n, {"type": "agent_message", "id": "m", "text": "again"}, command("ls /x"))
     ]
     assert signatures(stuck, Status.TURN_CAP) == ["turn_cap_repeating: 'ls /x' 4 times"]
-    waiting = turn(1, command("make\n", "keystrokes"), SCREEN) + turn(2, command("", "keystrokes"), SCREEN)
+    waiting = [{"type": "thread.started", "protocol": "terminus-json"}]  # its kind declares the idle turns
+    waiting += turn(1, command("make\n", "keystrokes"), SCREEN) + turn(2, command("", "keystrokes"), SCREEN)
     waiting += turn(3, SCREEN) + turn(
         4, {"type": "agent_message", "id": "m", "text": '{"task_complete": true}'}, SCREEN
     )
     assert signatures(waiting, Status.VERIFY_FAILED) == ["idle_turns: 2 of 4 replies only waited"]
+    assert signatures([{"type": "thread.started", "protocol": "raw"}, *waiting[1:]], Status.VERIFY_FAILED) == []
     broken = turn(1, {"type": "parse_error", "id": "p", "message": "no JSON"}) + turn(2)
     broken += [
         {"type": "verify.completed", "findings": [{"kind": "verifier_file", "path": "/tests/x", "affects_tests": True}]}

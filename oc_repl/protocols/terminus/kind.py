@@ -32,10 +32,14 @@ DEVIATIONS = (
     INTERRUPTION_TOLD,
 )
 _CODE = "oc_repl.protocols.terminus.protocol"
+SIGNATURES = ("oc_repl.protocols.terminus.signatures:idle_turns",)
 TERMINUS_JSON = ProtocolKind(
     "terminus-json",
     f"{_CODE}:TerminusJson",
     options=OPTIONS,
     deviations=tuple(d for d in DEVIATIONS if d is not SALVAGE_BY_WARNING_NAME),
+    signatures=SIGNATURES,
 )
-TERMINUS_XML = ProtocolKind("terminus-xml", f"{_CODE}:TerminusXml", options=OPTIONS, deviations=DEVIATIONS)
+TERMINUS_XML = ProtocolKind(
+    "terminus-xml", f"{_CODE}:TerminusXml", options=OPTIONS, deviations=DEVIATIONS, signatures=SIGNATURES
+)
