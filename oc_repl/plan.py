@@ -11,6 +11,7 @@ directory.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 from collections.abc import Callable
@@ -28,8 +29,11 @@ if TYPE_CHECKING:
     from oc_repl.tasks.verify import Verifier
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunPlan:
+    """What one thread runs: settled before it starts, never changed under it (the shell's changes make the next
+    plan: conversation.py)."""
+
     settings: RunSettings
     task: Task | None  # None: each message is a task of its own (the interactive shell)
     sandboxes: Sandboxes
@@ -58,8 +62,7 @@ def plan(
     UsageError when the settings do not make a run."""
     check_attempts(settings, attempts)
     planned = _planned(settings, instruction, attempts, sandbox)
-    planned.model_files = model_files_for(settings)
-    return planned
+    return dataclasses.replace(planned, model_files=model_files_for(settings))
 
 
 def model_files_for(settings: RunSettings) -> ModelFiles | None:

@@ -22,9 +22,9 @@ from oc_repl.config import RunSettings
 from oc_repl.errors import OcReplError, SandboxError, Terminated, UsageError, status_of
 from oc_repl.fanout import Fanout as Fanout  # where the run's callers take it from
 from oc_repl.outcome import SERVER_SHARE, Status, final
-from oc_repl.plan import RunPlan, check_attempts, known, plan, sandboxes_for, verifier_for
+from oc_repl.plan import RunPlan, check_attempts, known, plan
 from oc_repl.thread_events import Made
-from oc_repl.types import AgentProtocol, Approve, Consent, Message, Sandbox, Task, allow_all, refuse
+from oc_repl.types import AgentProtocol, Approve, Consent, Sandbox, Task, allow_all, refuse
 
 if TYPE_CHECKING:
     from oc_repl.tasks.verdict import Judge
@@ -84,7 +84,7 @@ def execute(
 
 class Session:
     """One conversation in one sandbox, executing a plan: `oc-repl run` runs one task with it, the interactive
-    shell many. `approve` is asked before each model action (the shell's approval), `consent` before model-chosen
+    shell many (conversation.py, whose changes between tasks make the next plan). `approve` is asked before each model action (the shell's approval), `consent` before model-chosen
     commands run on this host: hooks like `emit`, so the library itself never reads a terminal."""
 
     def __init__(
@@ -124,58 +124,6 @@ class Session:
             self.emit(error)
         else:  # the server is asked for its model before the thread starts
             self.made.held.append(error)
-
-    # --- what the shell changes --------------------------------------------------------------------------------
-
-    def set_model(self, name: str) -> None:
-        self.plan.settings = self.settings.replace(model=name)
-        self.client.model = name
-
-    def set_api_base(self, url: str) -> None:
-        """Another server: the conversation goes on there (its model is asked anew unless one was named)."""
-        self.plan.settings = self.settings.replace(api_base=url)
-        self.client.close()
-        self.client = self._client()
-
-    def set_protocol(self, name: str) -> None:
-        """Another protocol: a new conversation."""
-        self.plan.settings = self.settings.replace(protocol=name)
-        self.new_conversation()
-
-    def set_max_turns(self, turns: int) -> None:
-        self.plan.settings = self.settings.replace(max_turns=turns)
-
-    def set_verifier(self, command: str) -> None:
-        self.plan.settings = self.settings.replace(verify=command, verify_file=None)  # thread.started says it
-        self.plan.verifier = verifier_for(self.settings)
-
-    def switch_sandbox(self, spec: str) -> None:
-        """Move to another sandbox (a new conversation); when it cannot be opened (or is refused), the current one
-        stays as it is."""
-        settings = self.settings.replace(sandbox=spec)
-        sandboxes = sandboxes_for(settings)
-        replacement = sandboxes.open(self.consent)
-        self.close()
-        self.plan.settings, self.plan.sandboxes, self.sandbox = settings, sandboxes, replacement
-
-    def history(self) -> list[Message]:
-        return self.protocol.request().messages if self.protocol is not None else []
-
-    def saved(self) -> ev.ConversationSaved:
-        """Where the conversation stands, for `oc-repl resume` to take it up."""
-        where = self.sandbox.reattach() if self.sandbox is not None else ""
-        return ev.ConversationSaved(
-            thread_id=self.thread_id, protocol=self.settings.protocol, sandbox=where, messages=self.history(),
-            tasks=self.tasks_run,
-        )  # fmt: skip
-
-    def resume(self, saved: ev.ConversationSaved) -> None:
-        """Take up a saved conversation: its next task is a follow-up of the ones it ran."""
-        try:
-            self.open_protocol().resume(saved.messages)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        self.thread_id, self.tasks_run = saved.thread_id, saved.tasks
 
     # --- pieces, made when first needed ------------------------------------------------------------------------
 

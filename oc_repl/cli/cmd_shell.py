@@ -20,13 +20,14 @@ from oc_repl import events as ev
 from oc_repl import paths, signals
 from oc_repl.cli.notices import SyncNotice
 from oc_repl.config import RunSettings
+from oc_repl.conversation import Conversation
 from oc_repl.errors import OcReplError, Terminated, UsageError
 from oc_repl.outcome import Status
 from oc_repl.plan import plan
 from oc_repl.private import open_private, touch_private
 from oc_repl.render.human import HumanRenderer
 from oc_repl.render.sanitize import sanitize
-from oc_repl.session import Fanout, Session
+from oc_repl.session import Fanout
 from oc_repl.transcript import TranscriptWriter, default_path
 
 COMMANDS: dict[str, str] = {
@@ -124,7 +125,7 @@ class Shell:
         self.consented = settings.yes
         self.approval = self._default_approval(settings.sandbox)
         emit = Fanout(self.transcript, self.renderer, self.status, SyncNotice())
-        self.session = Session(plan(settings.replace(yes=True)), emit, approve=self._approve)
+        self.session = Conversation(plan(settings.replace(yes=True)), emit, approve=self._approve)
         self.prompt = self._prompt_session()
         self.asker: PromptSession = PromptSession()  # approval answers stay out of the input history
         self.first_task, self.resumed = first_task, resumed
