@@ -22,8 +22,13 @@ class ScratchSandbox(LocalSandbox):
 
 
 def check() -> tuple[str, str, str, str]:
-    """The scratch sandboxes' look at this machine."""
-    return ("scratch sandbox", "ok", "scratch: directories need only what local: ones need", "")
+    """The scratch sandboxes' look at this machine: they confine as local: ones do."""
+    from oc_repl.sandbox.confine import check as confinement
+
+    ok, why = confinement()
+    if ok:
+        return ("scratch sandbox", "ok", f"scratch: directories are confined as local: ones ({why})", "")
+    return ("scratch sandbox", "warn", f"scratch: directories cannot be confined here: {why}", "install bubblewrap")
 
 
 KIND = SandboxKind(
