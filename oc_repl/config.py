@@ -27,7 +27,7 @@ from oc_repl.errors import UsageError
 from oc_repl.protocols import kinds as protocol_kinds
 from oc_repl.rows import DOCTOR, EVERYWHERE, FILE, FLAG, HARBOR, RUN, TRIAL, Option
 from oc_repl.sandbox.kinds import DEFAULT as DEFAULT_SANDBOX
-from oc_repl.sandbox.kinds import FORMS
+from oc_repl.sandbox.kinds import FORMS, IMAGE_DEFAULT
 from oc_repl.sandbox.kinds import KINDS as SANDBOX_KINDS
 from oc_repl.training import SAMPLING_PRESETS
 
@@ -81,6 +81,12 @@ class _Core:
     model: str | None = setting(None, "Model id", *EVERYWHERE, DOCTOR, shown="the first id the server lists")
     protocol: str = setting(protocol_kinds.DEFAULT, protocol_kinds.HELP, *EVERYWHERE)
     sandbox: str = setting(DEFAULT_SANDBOX, f"Where commands run: {FORMS}", FLAG, FILE, TRIAL)
+    task_sandbox: str = setting(
+        IMAGE_DEFAULT,
+        "The kind of sandbox a task's image opens in (--task, bench): one made afresh from an image",
+        FLAG,
+        FILE,
+    )
     workdir: str | None = setting(
         None,
         "Working directory of the commands in a container (docker sandboxes, Harbor's environment)",
@@ -324,9 +330,10 @@ def validate(values: dict[str, Any]) -> RunSettings:
     from oc_repl.client.api_base import check_api_base
 
     check_api_base(settings.api_base)  # a usage error before anything starts, not a connection retried later
-    from oc_repl.sandbox.kinds import kind_of
+    from oc_repl.sandbox.kinds import image_kind, kind_of
 
     kind_of(settings.sandbox)  # a spec of no known kind is refused at once, not at the first task
+    image_kind(settings.task_sandbox)
     if settings.verify_file is not None:
         try:
             empty = not settings.verify_file.read_bytes().strip()

@@ -113,7 +113,7 @@ def _task_plan(settings: RunSettings, instruction: str | None, attempts: int) ->
     task_dir = load_task(settings.task)
     agent_time = min(filter(None, (settings.timeout, task_dir.agent_timeout_sec)))
     options = {
-        **sandbox_options(settings, image_kind()),
+        **sandbox_options(settings, image_kind(settings.task_sandbox)),
         "lifetime": for_run(agent_time, task_dir.test_timeout_sec),
         "memory_mb": task_dir.memory_mb or settings.memory_mb,
         "cpus": task_dir.cpus,
@@ -256,13 +256,14 @@ class TaskSandboxes(Sandboxes):
         from oc_repl.tasks.image import image_tag
 
         self.task_dir, self.image_ready = task_dir, settings.image is not None
-        super().__init__(image_spec(settings.image or image_tag(task_dir)), options)
+        self.scheme = settings.task_sandbox
+        super().__init__(image_spec(settings.image or image_tag(task_dir), self.scheme), options)
 
     def open(self, consent: Consent, meanwhile: Callable[[], None] | None = None) -> Sandbox:
         from oc_repl.tasks.image import build_image, task_network
 
         if not self.image_ready:
-            self.spec, self.image_ready = image_spec(build_image(self.task_dir)), True
+            self.spec, self.image_ready = image_spec(build_image(self.task_dir), self.scheme), True
         if "docker_network" not in self.options:
             self.options["docker_network"] = task_network(self.task_dir)
         return super().open(consent, meanwhile)

@@ -83,9 +83,10 @@ def execute(
 
 
 class Session:
-    """One conversation in one sandbox, executing a plan: `oc-repl run` runs one task with it, the interactive
-    shell many (conversation.py, whose changes between tasks make the next plan). `approve` is asked before each model action (the shell's approval), `consent` before model-chosen
-    commands run on this host: hooks like `emit`, so the library itself never reads a terminal."""
+    """One conversation in one sandbox, executing a plan: `oc-repl run` runs one task with it, the interactive shell
+    many (conversation.py, whose changes between tasks make the next plan). `approve` is asked before each model
+    action (the shell's approval), `consent` before model-chosen commands run on this host: hooks like `emit`, so
+    the library itself never reads a terminal."""
 
     def __init__(
         self,

@@ -27,9 +27,9 @@ def events(proc: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
 
 def test_help_lists_the_installed_kinds_and_their_settings(tmp_path):
     shown = run_cli(["run", "--help"], tmp_path, process=True, env=installed(tmp_path)).stdout
-    assert "--shout-word TEXT" in shown and "--scratch-note TEXT" in shown
+    assert "--shout-word TEXT" in shown and "--image-note TEXT" in shown
     flat = " ".join(shown.split())
-    assert "installed: shout" in flat and "installed: scratch:<dir>" in flat and "installed: relay" in flat
+    assert "installed: shout" in flat and "installed: noted-image:<image>" in flat and "installed: relay" in flat
     assert "installed: recipe" in flat
     bare = run_cli(["run", "--help"], tmp_path, process=True).stdout  # nothing installed: none of theirs
     assert "--shout-word" not in bare and "installed:" not in bare
@@ -54,29 +54,14 @@ def test_an_installed_protocol_is_built_with_its_own_setting_from_a_flag_or_the_
     assert refused.returncode == 2 and "unknown keys" in refused.stderr and "shout_word" in refused.stderr
 
 
-def test_an_installed_sandbox_kind_opens_with_its_own_setting(serve, tmp_path):
-    server = serve({"replies": [answer("DONE.")], "cycle": True})
-    box = tmp_path / "box"
-    args = ["run", "--api-base", server.url, "--sandbox", f"scratch:{box}", "--scratch-note", "written", "--yes"]
-    seen = events(
-        run_cli(
-            [*args, "--verify", "grep -qx written NOTE", "--json", "hi"],
-            tmp_path,
-            process=True,
-            env=installed(tmp_path),
-        )
-    )
-    assert seen[0]["sandbox"] == f"scratch:{box}" and seen[-1]["status"] == "verified"
-    assert (box / "NOTE").read_text() == "written"
-
-
 def test_doctor_runs_each_installed_kinds_check_of_this_machine(serve, tmp_path):
     server = serve({"replies": [answer("DONE.")], "cycle": True})
     proc = run_cli(["doctor", "--api-base", server.url, "--json"], tmp_path, process=True, env=installed(tmp_path))
     checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
-    for name in ("shout protocol", "scratch sandbox", "relay wire", "recipe tasks", "local sandbox", "docker"):
+    for name in ("shout protocol", "relay wire", "recipe tasks", "local sandbox", "docker"):
         assert name in checks, (name, list(checks))
-    assert "waiting on the check of this machine for scratch" in proc.stderr
+    assert list(checks).count("docker") == 1  # a check two kinds share runs once
+    assert "waiting on the check of this machine for docker, docker-image, noted-image" in proc.stderr
 
 
 def test_a_run_of_built_in_kinds_reads_no_entry_points(serve, tmp_path):
@@ -113,21 +98,32 @@ def recipe(where: Path, check: str) -> Path:
 
 
 @pytest.mark.docker
+def test_an_installed_sandbox_kind_opens_with_its_own_setting(serve, tmp_path, docker_client):
+    server = serve({"replies": [answer("DONE.")], "cycle": True})
+    args = ["run", "--api-base", server.url, "--sandbox", f"noted-image:{IMAGE}", "--image-note", "written"]
+    given = [*args, "--verify", "grep -qx written /NOTE", "--json", "hi"]
+    seen = events(run_cli(given, tmp_path, timeout=300, process=True, env=installed(tmp_path)))
+    assert seen[0]["sandbox"] == f"noted-image:{IMAGE}" and seen[-1]["status"] == "verified"
+
+
+@pytest.mark.docker
 def test_installed_kinds_run_in_a_bench_and_a_task_run(serve, tmp_path, docker_client):
-    """A bench of recipe tasks (their image, their check), spoken to by the shout protocol on the relay wire."""
+    """A bench of recipe tasks (their image, their check) in noted-image sandboxes, spoken to by the shout protocol
+    on the relay wire."""
     server = serve({"replies": [answer("HELLO.")], "cycle": True})
     tasks = tmp_path / "tasks"
-    recipe(tasks / "passes", "test -d /proc/1"), recipe(tasks / "fails", "test -e /nothing-here")
+    recipe(tasks / "passes", "grep -qx benched /NOTE"), recipe(tasks / "fails", "test -e /nothing-here")
     env = installed(tmp_path)
     out = tmp_path / "out"
     args = ["bench", str(tasks), "--protocol", "shout", "--wire", "relay", "--api-base", server.url, "-k", "1"]
+    args += ["--task-sandbox", "noted-image", "--image-note", "benched"]
     proc = run_cli([*args, "--out", str(out)], tmp_path, timeout=600, process=True, env=env)
     assert proc.returncode == 0, proc.stderr
     found = {key[0]: r["failure_mode"] for key, r in results(out).items()}
     assert found == {"passes": "resolved", "fails": "unresolved"}
     assert {r["path"] for r in server.chat_requests()} == {"/v1/relay/chat/completions"}
     single = run_cli(
-        ["run", "--api-base", server.url, "--protocol", "shout", "--task", str(tasks / "passes"), "--json"],
+        ["run", "--api-base", server.url, "--protocol", "shout", "--task", str(tasks / "passes"), "--json", *args[-4:]],
         tmp_path,
         timeout=300,
         process=True,
@@ -141,6 +137,7 @@ def test_the_kinds_modules_are_all_a_new_kind_takes():
     from tests.test_seams import named_outside
 
     assert (
-        named_outside({"shout", "shout_word", "scratch:", "scratch_note", "relay", "recipe", "recipe.toml"}, "-") == []
+        named_outside({"shout", "shout_word", "noted-image", "noted-image:", "image_note", "relay", "recipe"}, "-")
+        == []
     )
     assert [p for p in (ROOT / "oc_repl").rglob("*.py") if "tests.kinds" in p.read_text(encoding="utf-8")] == []

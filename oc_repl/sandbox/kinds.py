@@ -120,10 +120,18 @@ def target_of(spec: str) -> str:
     return spec.partition(":")[2]
 
 
-def image_kind() -> SandboxKind:
-    """The kind of sandbox made afresh from an image (a task's)."""
-    return next(kind for kind in KINDS.values() if kind.from_image)
+IMAGE_DEFAULT = next(kind.scheme for kind in KINDS.values() if kind.from_image)  # where a task's image opens
 
 
-def image_spec(image: str) -> str:
-    return f"{image_kind().scheme}:{image}"
+def image_kind(scheme: str = IMAGE_DEFAULT) -> SandboxKind:
+    """The kind of sandbox made afresh from an image that a task's opens in; a usage error for a scheme of no such
+    kind."""
+    kind = KINDS.get(scheme) or known().get(scheme)
+    if kind is None or not kind.from_image:
+        made = ", ".join(k.scheme for k in known().values() if k.from_image)
+        raise UsageError(f"--task-sandbox {scheme}: not a kind of sandbox made from an image (those: {made})")
+    return kind
+
+
+def image_spec(image: str, scheme: str = IMAGE_DEFAULT) -> str:
+    return f"{image_kind(scheme).scheme}:{image}"

@@ -10,7 +10,7 @@ from tests.conftest import ROOT, cli_env
 # group -> entry point name -> the descriptor it names
 ENTRY_POINTS = {
     "oc_repl.protocols": {"shout": "tests.kinds.shout_protocol:KIND"},
-    "oc_repl.sandboxes": {"scratch": "tests.kinds.scratch_sandbox:KIND"},
+    "oc_repl.sandboxes": {"noted-image": "tests.kinds.noted_image:KIND"},
     "oc_repl.wires": {"relay": "tests.kinds.relay_wire:WIRE"},
     "oc_repl.task_formats": {"recipe": "tests.kinds.recipe_format:FORMAT"},
 }
