@@ -84,7 +84,8 @@ def thread_started(session: Thread, isolation: ev.Isolation) -> ev.ThreadStarted
         deviations=deviations.from_settings(s).names(),
         options={
             "sampling": s.sampling_options(),
-            "history": s.history,
+            # the protocol's own settings (camel: its history, rich's line, its cut), as the run had them
+            **{k: v for k, v in s.own(s.protocol_kind().options).items() if v is not None},
             "stream": s.stream,
             "max_turns": s.max_turns,
             "follow_up": session.tasks_run > 0,

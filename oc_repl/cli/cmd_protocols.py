@@ -325,7 +325,16 @@ def show(
     help="Fetch OpenClaw-RL's pinned files from URL/terminal-rl/... instead of the repository host (checked alike).",
 )
 @click.option("--force", is_flag=True, help="Store assets whose sha256 differs from the known upstream hash.")
-def sync(only: tuple[str, ...], openclaw_rl: str | None, openclaw_rl_mirror: str | None, force: bool) -> None:
+@click.option(
+    "--camel-rich",
+    type=click.Choice(("14", "15")),
+    default="14",
+    show_default=True,
+    help="The release line of rich camel's toolkit runs with to check oc-repl's conversion (as `run --camel-rich`).",
+)
+def sync(
+    only: tuple[str, ...], openclaw_rl: str | None, openclaw_rl_mirror: str | None, force: bool, camel_rich: str
+) -> None:
     """Fetch the exact upstream assets, check their sha256, and use them from then on.
 
     With no --openclaw-rl, OpenClaw-RL's files are fetched at the commit oc-repl pins, each checked against its
@@ -339,7 +348,7 @@ def sync(only: tuple[str, ...], openclaw_rl: str | None, openclaw_rl_mirror: str
         _fail(UsageError("--openclaw-rl and --openclaw-rl-mirror name two sources of the same files: give one"))
     click.echo(f"storing in {paths.upstream_dir()}", err=True)
     failed = 0
-    for outcome in run_sync(only, openclaw_rl, force, say=_say, mirror=openclaw_rl_mirror):
+    for outcome in run_sync(only, openclaw_rl, force, say=_say, mirror=openclaw_rl_mirror, camel_rich=camel_rich):
         failed += not outcome.ok
         click.echo(f"{'ok' if outcome.ok else 'FAILED'}  {outcome.asset}: {outcome.message}")
     sys.exit(1 if failed else 0)

@@ -186,19 +186,32 @@ FETCHERS = {
 }
 
 
-def _fetchers(openclaw: str | None, mirror: str | None) -> Iterator[tuple[str, Callable[[Say], list[Fetched]]]]:
+def _fetchers(
+    openclaw: str | None, mirror: str | None, camel_rich: str
+) -> Iterator[tuple[str, Callable[[Say], list[Fetched]]]]:
     for source in SOURCES:
         fetch = load(FETCHERS[source])
-        yield source, (lambda say, f=fetch: f(openclaw, say, mirror)) if source == "openclaw" else fetch
+        if source == "openclaw":
+            yield source, lambda say, f=fetch: f(openclaw, say, mirror)
+        elif source == "camel":
+            yield source, lambda say, f=fetch: f(say, camel_rich)
+        else:
+            yield source, fetch
 
 
 def sync(
-    only: tuple[str, ...], openclaw: str | None, force: bool, say: Say, mirror: str | None = None
+    only: tuple[str, ...],
+    openclaw: str | None,
+    force: bool,
+    say: Say,
+    mirror: str | None = None,
+    camel_rich: str = "14",
 ) -> Iterator[Outcome]:
     """Each source in turn; outcomes come as soon as their source is done, failures included. OpenClaw-RL's files
     come from `openclaw` (a checkout, file or address the user names, run as it is) or, with none, are fetched at
-    the pinned commit (from `mirror` when given) and run only when their sha256 is the pinned one."""
-    for source, fetch in _fetchers(openclaw, mirror):
+    the pinned commit (from `mirror` when given) and run only when their sha256 is the pinned one. camel's toolkit
+    runs with rich's line `camel_rich`."""
+    for source, fetch in _fetchers(openclaw, mirror, camel_rich):
         if only and source not in only:
             continue
         try:

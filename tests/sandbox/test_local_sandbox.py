@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from oc_repl.errors import SandboxError, UsageError
-from oc_repl.protocols.camel.text import terminal_text
 from oc_repl.sandbox import confine, open_sandbox
 from oc_repl.sandbox.capture import CappedBuffer, OutputReader, gap_marker
 from oc_repl.sandbox.local import LocalSandbox
@@ -132,37 +131,6 @@ def test_the_output_of_a_command_is_its_own_when_descriptors_are_reused(sandbox:
     # descriptor still watched for the one before would give one command's output to another, or lose it
     for n in range(200):
         assert sandbox.exec(f"echo out-{n}", timeout=30).output == f"out-{n}\n".encode()
-
-
-# --- terminal text ------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("raw", "text"),
-    [
-        (b"10%\r100%", "100%"),
-        (b"a\r\nb\r\n", "\n\n"),
-        (b"hello\nworld\n", "hello\nworld\n"),
-        (b"\x1b[1;31mred\x1b[0m plain", "red plain"),
-        (b"\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\", "link"),
-        (b"\x1b(B\x1b[mreset", "reset"),
-        (b"ab\x08c\x07", "abc"),
-        (b"ok\xff\xfe!", "ok!"),
-        (b"\x1b]0;title\x07x", "0;titlex"),  # upstream keeps a BEL-closed OSC's text
-    ],
-)
-def test_terminal_text(raw: bytes, text: str):
-    assert terminal_text(raw) == text
-
-
-def test_terminal_text_matches_the_upstream_converter():
-    from rich.text import Text
-
-    alphabet = ["\x1b", "[", "]", "(", "B", "0", ";", "31", "m", "K", "?", "\\", "\r", "\n", "\x08", "\x07", "a", "é"]
-    rnd = random.Random(7)
-    for _ in range(3000):
-        sample = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 24)))
-        assert terminal_text(sample.encode()) == Text.from_ansi(sample).plain, repr(sample)
 
 
 # --- exec ---------------------------------------------------------------------------------------------------------

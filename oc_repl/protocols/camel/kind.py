@@ -11,6 +11,15 @@ from oc_repl.training import CAMEL_TRAINING_TURNS
 
 OPTIONS = (
     row(
+        "camel_rich",
+        "str",
+        "14",
+        "camel: the release line of rich whose plain-text conversion blocking output goes through, as the toolkit "
+        "ran it: 14 (up to 14.3.4, what iter215's training most likely had) or 15 (from April 2026)",
+        *EVERYWHERE,
+        choices=("14", "15"),
+    ),
+    row(
         "history",
         "str",
         "training",

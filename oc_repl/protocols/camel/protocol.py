@@ -134,8 +134,9 @@ class CamelProtocol(AgentProtocol):
         name: str = NAME,
         deviations: Deviations | None = None,
         count_tokens: Callable[[str], int] | None = None,
+        camel_rich: str = "14",
     ) -> None:
-        self.name = name
+        self.name, self.camel_rich = name, camel_rich
         if history not in HISTORY_MODES:
             raise UsageError(f"unknown history mode {history!r}; known: {', '.join(HISTORY_MODES)}")
         if parse_error_limit < 1 or default_timeout <= 0:
@@ -291,6 +292,7 @@ class CamelProtocol(AgentProtocol):
                 default_timeout=self.default_timeout,
                 observation_limit=self.observation_limit,
                 deviations=self.deviations,
+                camel_rich=self.camel_rich,
             )
         return self._toolbox
 

@@ -15,10 +15,17 @@ from oc_repl.protocols.sync import Fetched, Say, SyncError, manifest_sha256, run
 from oc_repl.protocols.synced import recorded_sha256
 from oc_repl.protocols.templates import dump, parse
 
-# camel-ai itself needs neither rich nor docker. rich turns blocking output into plain text, in the release the
-# project's own conversion follows (rich 15); docker lets the differential test run the toolkit's docker backend.
-CAMEL_REQUIREMENTS = ("camel-ai==0.2.90", "mcp<2", "rich>=15,<16", "docker>=7.1,<8")
-CAMEL_VENV = "camel-ai-0.2.90"
+# camel-ai itself needs neither rich nor docker. rich turns blocking output into plain text, in the release line
+# chosen (`--camel-rich`: text.py converts as either does); docker lets the differential test run the toolkit's docker
+# backend.
+RICH = {"14": "rich==14.3.4", "15": "rich>=15,<16"}
+
+
+def requirements(rich: str) -> tuple[str, ...]:
+    return ("camel-ai==0.2.90", "mcp<2", RICH[rich], "docker>=7.1,<8")
+
+
+CAMEL_VENV = "camel-ai-0.2.90-rich{}"
 CAMEL_TOOLS = ("shell_exec", "shell_view", "shell_write_to_process", "shell_write_content_to_file")
 
 # Runs inside the camel virtualenv: builds the toolkit against stand-ins and calls its methods (see the script).
@@ -29,28 +36,28 @@ def _venv_python(venv: Path) -> Path:
     return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
-def camel_venv(say: Say) -> Path:
-    """A throwaway virtualenv with camel-ai, built once and reused by later syncs."""
-    venv = paths.data_dir() / "cache" / CAMEL_VENV
+def camel_venv(say: Say, rich: str = "14") -> Path:
+    """A throwaway virtualenv with camel-ai and rich's line `rich`, built once and reused by later syncs."""
+    venv = paths.data_dir() / "cache" / CAMEL_VENV.format(rich)
     ready = venv / ".oc-repl-ready"
-    wanted = " ".join(CAMEL_REQUIREMENTS) + "\n"
+    wanted = " ".join(requirements(rich)) + "\n"
     if ready.is_file() and ready.read_text(encoding="utf-8") == wanted:
         say(f"camel: reusing the virtualenv in {venv}")
         return _venv_python(venv)
     shutil.rmtree(venv, ignore_errors=True)  # an earlier attempt may have stopped half-way
     say(f"camel: creating a virtualenv in {venv} (once; installing takes a minute or more)")
     run([sys.executable, "-m", "venv", str(venv)], timeout=600)
-    say(f"camel: installing {' '.join(CAMEL_REQUIREMENTS)}")
-    run([str(_venv_python(venv)), "-m", "pip", "install", *CAMEL_REQUIREMENTS], timeout=1800, say=say)
+    say(f"camel: installing {' '.join(requirements(rich))}")
+    run([str(_venv_python(venv)), "-m", "pip", "install", *requirements(rich)], timeout=1800, say=say)
     ready.write_text(wanted, encoding="utf-8")
     return _venv_python(venv)
 
 
-def fetch_camel(say: Say) -> list[Fetched]:
+def fetch_camel(say: Say, rich: str = "14") -> list[Fetched]:
     try:
-        python = camel_venv(say)
+        python = camel_venv(say, rich)
     except SyncError as exc:
-        raise SyncError(f"could not install {' '.join(CAMEL_REQUIREMENTS)}: {exc}") from exc
+        raise SyncError(f"could not install {' '.join(requirements(rich))}: {exc}") from exc
     say("camel: calling TerminalToolkit's own methods for its tool schemas and the texts it answers with")
     with tempfile.TemporaryDirectory(prefix="oc-repl-sync-") as temp:
         out = Path(temp) / "derived.json"
@@ -58,12 +65,12 @@ def fetch_camel(say: Say) -> list[Fetched]:
         derived = json.loads(out.read_text(encoding="utf-8"))
     tools, toolkit = _checked(derived)
     chat_agent = _checked_chat_agent(derived)
-    _compare_plain_text(derived["probes"], say)
-    requirements = " ".join(CAMEL_REQUIREMENTS)
+    _compare_plain_text(derived["probes"], say, rich)
+    installed = " ".join(requirements(rich))
     return [
-        _fetched("tools.json", tools, f"{requirements}: FunctionTool(TerminalToolkit.<name>).get_openai_tool_schema()"),
-        _fetched("toolkit.toml", toolkit, f"{requirements}: TerminalToolkit's answers, derived by calling it"),
-        _fetched("chat_agent.toml", chat_agent, f"{requirements}: ChatAgent._truncate_tool_result's notice"),
+        _fetched("tools.json", tools, f"{installed}: FunctionTool(TerminalToolkit.<name>).get_openai_tool_schema()"),
+        _fetched("toolkit.toml", toolkit, f"{installed}: TerminalToolkit's answers, derived by calling it"),
+        _fetched("chat_agent.toml", chat_agent, f"{installed}: ChatAgent._truncate_tool_result's notice"),
     ]
 
 
@@ -107,11 +114,11 @@ def _checked(derived: dict) -> tuple[bytes, bytes]:
     return tools, toolkit
 
 
-def _compare_plain_text(probes: list[list[str]], say: Say) -> None:
+def _compare_plain_text(probes: list[list[str]], say: Say, rich: str) -> None:
     """Blocking output reaches the model through the toolkit's plain-text conversion (rich's); oc-repl converts it
-    itself and says so when the installed rich converts differently."""
+    itself, as rich's line `rich` does, and says so when the installed rich converts differently."""
     from oc_repl.protocols.camel.text import terminal_text
 
-    differing = [text for text, plain in probes if terminal_text(text.encode("utf-8")) != plain]
+    differing = [text for text, plain in probes if terminal_text(text.encode("utf-8"), rich) != plain]
     if differing:
         say(f"camel: warning: the toolkit's plain-text conversion differs from oc-repl's for {differing!r}")

@@ -1,8 +1,13 @@
 """Turning captured terminal bytes into the text a model reads.
 
-Blocking command output reached the model in training after camel passed it through rich's ANSI decoder; the
-function here reproduces that conversion (and is checked against rich in the tests). Output of interactive sessions
-is not converted at all: the model saw it raw.
+Blocking command output reached the model in training after camel passed it through rich's ANSI decoder
+(`Text.from_ansi(...).plain`); the function here reproduces that conversion for either release line of rich, which
+split lines differently (checked against both in the tests). Output of interactive sessions is not converted at all:
+the model saw it raw.
+
+- rich up to 14.3.4 splits the text as `str.splitlines()` does: the final line break is dropped, and besides `\n`
+  each of `\r`, `\r\n`, VT, FF, FS, GS, RS, NEL, U+2028 and U+2029 breaks a line (`10%\r100%` is two lines).
+- rich 15 splits on `\n` alone and keeps a final one; a line keeps what follows its last `\r`.
 """
 
 from __future__ import annotations
@@ -29,17 +34,18 @@ def _strip_escapes(line: str) -> str:
     return "".join(pieces)
 
 
-def terminal_text(data: bytes) -> str:
-    """Plain text of blocking command output, the way the model saw it in training.
+RICH_LINES = ("14", "15")  # the release lines of rich whose conversion `terminal_text` gives
 
-    Invalid UTF-8 is dropped; each line keeps only what follows its last carriage return (`10%\\r100%` -> `100%`,
-    `a\\r\\n` -> an empty line); escape sequences and the control codes BEL, BS, VT, FF are removed. Line breaks are
-    kept, including a final one.
+
+def terminal_text(data: bytes, rich: str = "14") -> str:
+    """Plain text of blocking command output, the way the model saw it in training through rich's line `rich`.
+
+    Invalid UTF-8 is dropped; the text is split into lines as that line of rich splits it (above); each keeps only
+    what follows its last carriage return, and loses escape sequences and the control codes BEL, BS, VT, FF, CR.
     """
     text = data.decode("utf-8", errors="ignore")
-    lines = []
-    for line in _LINES.split(text):
-        line = line[:-1] if line.endswith("\n") else line
-        line = line.rsplit("\r", 1)[-1]
-        lines.append(_strip_escapes(line).translate(_CONTROL))
-    return "\n".join(lines)
+    if rich == "14":
+        pieces = text.splitlines()
+    else:
+        pieces = [line[:-1] if line.endswith("\n") else line for line in _LINES.split(text)]
+    return "\n".join(_strip_escapes(line.rsplit("\r", 1)[-1]).translate(_CONTROL) for line in pieces)

@@ -116,8 +116,11 @@ class CamelTerminalTools:
         default_timeout: float = 20.0,
         observation_limit: int = OBSERVATION_LIMIT,
         deviations: Deviations | None = None,
+        camel_rich: str = "14",
     ) -> None:
+        """`camel_rich`: the release line of rich whose conversion blocking output goes through (text.py)."""
         self.sandbox = sandbox
+        self.rich = camel_rich
         self.m, self.notices = m, notices
         self.observation_limit = observation_limit
         self.workdir = workdir or sandbox.workdir
@@ -339,7 +342,7 @@ class CamelTerminalTools:
     def _blocking_text(self, data: bytes) -> str:
         # upstream judged emptiness on the decoded text, before any conversion: output of escapes alone gives ""
         if data.decode("utf-8", errors="ignore").strip():
-            return terminal_text(data)
+            return terminal_text(data, self.rich)
         return self.m.render("exec.no_output")
 
     def _look(self, session: _Session) -> tuple[str, str]:
@@ -351,7 +354,7 @@ class CamelTerminalTools:
             if not proc.wait(0):
                 return "still_running", ""
             session.ended = True
-            return "completed", terminal_text(proc.read_available())
+            return "completed", terminal_text(proc.read_available(), self.rich)
         ended = proc.wait(0)  # asked before reading, so an ended session's output is all in this read
         text = session.decoder.decode(proc.read_available(), final=ended)
         if not ended:

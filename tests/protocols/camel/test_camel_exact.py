@@ -33,6 +33,7 @@ import pytest
 
 from oc_repl import deviations
 from oc_repl.protocols.camel.protocol import AGENT_SPEC
+from oc_repl.protocols.camel.text import RICH_LINES
 from oc_repl.protocols.camel.tools import TOOLKIT_SPEC, ToolCallError
 from oc_repl.protocols.templates import Templates, parse
 from tests.camel_scenarios import ATTEMPTS, SCENARIOS
@@ -48,30 +49,33 @@ SLOW = os.environ.get("OC_REPL_SLOW_TESTS") == "1"
 # --- the synced assets ---------------------------------------------------------------------------------------------
 
 
-def data_home() -> Path:
+def data_home(rich: str) -> Path:
+    """Where the sync with rich's line `rich` keeps its files and camel's virtualenv."""
     root = os.environ.get("OC_REPL_CACHE") or Path.home() / ".cache" / "oc-repl-tests"
-    return Path(root) / "camel-exact-data"
+    return Path(root) / f"camel-exact-data-rich{rich}"
 
 
-def upstream_file(name: str) -> Path:
-    return data_home() / "oc-repl" / "upstream" / PROTOCOL / name
+def upstream_file(rich: str, name: str) -> Path:
+    return data_home(rich) / "oc-repl" / "upstream" / PROTOCOL / name
 
 
-@pytest.fixture(scope="module")
-def synced(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """A real camel sync and a forced one of the stand-ins; the stand-ins' hashes, by asset."""
+@pytest.fixture(scope="module", params=RICH_LINES, ids=lambda line: f"rich{line}")
+def synced(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, str]]:
+    """A real camel sync with rich's line of the param, and a forced one of the stand-ins: the line, and the
+    stand-ins' hashes, by asset."""
     from oc_repl.protocols.sync import sha256
 
+    rich = request.param
     tmp = tmp_path_factory.mktemp("sync")
-    env = {**cli_env(tmp), "XDG_DATA_HOME": str(data_home())}
-    camel = run_cli(["protocols", "sync", "--only", "camel"], tmp, timeout=1700, env=env)
+    env = {**cli_env(tmp), "XDG_DATA_HOME": str(data_home(rich))}
+    camel = run_cli(["protocols", "sync", "--only", "camel", "--camel-rich", rich], tmp, timeout=1700, env=env)
     assert camel.returncode == 0, camel.stdout + camel.stderr
     for name in ("tools.json", "toolkit.toml", "chat_agent.toml"):  # camel-ai 0.2.90 gives the published bytes
         assert f"ok  {PROTOCOL}/{name}: stored, sha256 " in camel.stdout and camel.stdout.count(" matches") == 3
     args = ["protocols", "sync", "--only", "openclaw", "--openclaw-rl", str(FIXTURE), "--force"]
     openclaw = run_cli(args, tmp, timeout=120, env=env)
     assert openclaw.returncode == 0, openclaw.stdout + openclaw.stderr
-    return {name: sha256(upstream_file(name).read_bytes()) for name in ("system.txt", "agent.toml")}
+    return rich, {name: sha256(upstream_file(rich, name).read_bytes()) for name in ("system.txt", "agent.toml")}
 
 
 def docker_client() -> Any:
@@ -91,11 +95,11 @@ def docker_client() -> Any:
 # --- the two sides -------------------------------------------------------------------------------------------------
 
 
-def reference(tmp: Path, scenarios: list[Any]) -> subprocess.Popen:
-    """The real toolkit on `scenarios`, in the background: a subprocess in the camel virtualenv."""
+def reference(tmp: Path, scenarios: list[Any], rich: str) -> subprocess.Popen:
+    """The real toolkit on `scenarios`, in the background: a subprocess in the camel virtualenv of rich's line."""
     plan = {"image": IMAGE, "scenarios": [{"name": n, "calls": c, "image_workdir": w} for n, c, w in scenarios]}
     (tmp / "plan.json").write_text(json.dumps(plan))
-    python = data_home() / "oc-repl" / "cache" / "camel-ai-0.2.90" / "bin" / "python"
+    python = data_home(rich) / "oc-repl" / "cache" / f"camel-ai-0.2.90-rich{rich}" / "bin" / "python"
     script = ROOT / "tests" / "camel_reference.py"
     return subprocess.Popen(
         [str(python), "-I", str(script), str(tmp / "plan.json"), str(tmp / "reference.json")],
@@ -107,9 +111,16 @@ def reference(tmp: Path, scenarios: list[Any]) -> subprocess.Popen:
 
 
 def oc_repl_side(
-    client: Any, serve: Any, tmp: Path, monkeypatch: pytest.MonkeyPatch, hashes: dict[str, str], scenarios: list[Any]
+    client: Any,
+    serve: Any,
+    tmp: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    synced: tuple[str, dict[str, str]],
+    scenarios: list[Any],
 ) -> dict:
-    """`oc-repl run --exact` on `scenarios`, in process: the tool results it sent, and the container, by name."""
+    """`oc-repl run --exact --camel-rich LINE` on `scenarios`, in process: the tool results it sent, and the container,
+    by name."""
+    rich, hashes = synced
     from click.testing import CliRunner
 
     import oc_repl.protocols
@@ -124,7 +135,7 @@ def oc_repl_side(
     for key, value in cli_env(tmp).items():
         if key.startswith("XDG_") or key == "NO_COLOR":
             monkeypatch.setenv(key, value)
-    monkeypatch.setenv("XDG_DATA_HOME", str(data_home()))
+    monkeypatch.setenv("XDG_DATA_HOME", str(data_home(rich)))
     found = {}
     for index, (name, calls, workdir) in enumerate(scenarios):
         server = serve({"replies": [{"text": calls_text(calls)}, {"text": "done"}]})
@@ -136,7 +147,7 @@ def oc_repl_side(
         try:
             transcript = tmp / f"{index}.jsonl"
             args = ["run", "--api-base", server.url, "--sandbox", f"docker:{container.name}", "--exact", "--yes"]
-            args += ["--wire", "chat"]  # the tool results are compared here, the prompt's tokens elsewhere
+            args += ["--wire", "chat", "--camel-rich", rich]  # the tool results here, the prompt's tokens elsewhere
             sigterm = signal.getsignal(signal.SIGTERM)  # `run` installs its own handler; this process keeps its own
             try:
                 result = CliRunner().invoke(main, [*args, "--transcript", str(transcript), "do it"])
@@ -184,15 +195,16 @@ def differences_of(scenarios: list[Any], ours: dict, theirs: dict, agent: Templa
 def test_exact_tool_results_equal_camel_ai_0_2_90(synced, serve, tmp_path, monkeypatch):
     client = docker_client()
     assert len(SCENARIOS) >= 20
-    toolkit = Templates(parse(upstream_file("toolkit.toml").read_bytes(), TOOLKIT_SPEC, "toolkit.toml"))
-    agent = Templates(parse(upstream_file("agent.toml").read_bytes(), AGENT_SPEC, "agent.toml"))
+    rich = synced[0]
+    toolkit = Templates(parse(upstream_file(rich, "toolkit.toml").read_bytes(), TOOLKIT_SPEC, "toolkit.toml"))
+    agent = Templates(parse(upstream_file(rich, "agent.toml").read_bytes(), AGENT_SPEC, "agent.toml"))
     marker = toolkit.render("view.terminated_empty")
     started = time.monotonic()
     pending, differences, runs = list(SCENARIOS), {}, []
     for attempt in range(ATTEMPTS):
         where = tmp_path / f"attempt-{attempt}"
         where.mkdir()
-        ref = reference(where, pending)
+        ref = reference(where, pending, rich)
         try:
             ours = oc_repl_side(client, serve, where, monkeypatch, synced, pending)
             out, _ = ref.communicate(timeout=1200)
@@ -242,7 +254,7 @@ def test_timeout_is_shown_as_given_and_null_waits_without_limit(box):
             assert given.text == M.render("exec.timeout", id="b", timeout="0")
             null = tools.call("shell_exec", {"id": "c", "command": "sleep 0.6; echo done", "timeout": None})
             # upstream's join(None) waited for the end; with null_timeout_bounded null is the default
-            assert null.text == ("done\n" if is_exact else M.render("exec.timeout", id="c", timeout="0.25"))
+            assert null.text == ("done" if is_exact else M.render("exec.timeout", id="c", timeout="0.25"))
         finally:
             tools.close_sessions()
 

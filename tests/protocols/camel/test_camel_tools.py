@@ -74,25 +74,27 @@ def wait_until_ended(tools: CamelTerminalTools, session_id: str, within: float =
 
 
 def test_blocking_exec_output_no_output_and_no_exit_status(tools: CamelTerminalTools, sandbox: LocalSandbox):
-    assert run(tools, "shell_exec", id="s", command="echo hi; echo oops >&2; exit 3") == "hi\noops\n"
+    assert run(tools, "shell_exec", id="s", command="echo hi; echo oops >&2; exit 3") == "hi\noops"
     result = tools.call("shell_exec", {"id": "s", "command": "exit 4"})
     assert result.text == NO_OUTPUT and result.exit_code == 4  # known to the events, never to the model
     assert run(tools, "shell_exec", id="s", command="printf '  \\n'") == NO_OUTPUT
 
 
 def test_blocking_exec_starts_fresh_in_the_working_directory(tools: CamelTerminalTools, sandbox: LocalSandbox):
-    assert run(tools, "shell_exec", id="s", command="cd /tmp; export X=1; pwd") == "/tmp\n"
-    assert run(tools, "shell_exec", id="s", command="pwd; echo x${X}x") == f"{sandbox.root}\nxx\n"
+    assert run(tools, "shell_exec", id="s", command="cd /tmp; export X=1; pwd") == "/tmp"
+    assert run(tools, "shell_exec", id="s", command="pwd; echo x${X}x") == f"{sandbox.root}\nxx"
 
 
-def test_blocking_exec_output_is_terminal_text(tools: CamelTerminalTools):
-    out = run(tools, "shell_exec", id="s", command=r"printf '\033[31m10%%\r100%%\033[0m\nok\bk\n'", block=True)
-    assert out == "100%\nokk\n"
+def test_blocking_exec_output_is_terminal_text_of_the_chosen_rich_line(sandbox: LocalSandbox):
+    command = r"printf '\033[31m10%%\r100%%\033[0m\nok\bk\n'"
+    for line, text in (("14", "10%\n100%\nokk"), ("15", "100%\nokk\n")):  # text.py: how the two lines split
+        toolbox = builtin_tools(sandbox, camel_rich=line)
+        assert run(toolbox, "shell_exec", id="s", command=command, block=True) == text, line
 
 
 def test_working_directory_is_created(sandbox: LocalSandbox, tmp_path: Path):
     toolbox = builtin_tools(sandbox, workdir=str(tmp_path / "work" / "space"))
-    assert run(toolbox, "shell_exec", id="s", command="pwd") == f"{tmp_path}/work/space\n"
+    assert run(toolbox, "shell_exec", id="s", command="pwd") == f"{tmp_path}/work/space"
 
 
 def test_timeout_turns_into_a_background_session(tools: CamelTerminalTools):
@@ -101,7 +103,7 @@ def test_timeout_turns_into_a_background_session(tools: CamelTerminalTools):
     assert result.text == M.render("exec.timeout", id="slow", timeout="0.5")
     assert run(tools, "shell_view", id="slow") == STILL_RUNNING
     wait_until_ended(tools, "slow")
-    assert run(tools, "shell_view", id="slow") == M.render("view.completed", output="done\n")
+    assert run(tools, "shell_view", id="slow") == M.render("view.completed", output="done")
     assert run(tools, "shell_view", id="slow") == TERMINATED_EMPTY
     assert run(tools, "shell_view", id="slow") == TERMINATED_EMPTY
 
