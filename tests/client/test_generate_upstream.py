@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from oc_repl.protocols.camel.protocol import load_tools
+from oc_repl.protocols.camel.text import RICH_LINES
 from tests.client.test_chat_template_upstream import TRANSFORMERS
 from tests.conftest import ROOT, cli_env, read_jsonl, run_cli
 from tests.fakemodel import call_text
@@ -79,17 +80,19 @@ def reference_python() -> Path:
     return cached_venv("harness-generate-venv", wants, " ".join(wants))
 
 
-@pytest.fixture(scope="module")
-def synced(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The environment of a run whose upstream texts are all synced for real; the camel virtualenv is the cached one
-    the camel differential test uses."""
+@pytest.fixture(scope="module", params=RICH_LINES, ids=lambda line: f"rich{line}")
+def synced(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment of a run whose upstream texts are all synced for real, camel's with rich's line of the param
+    (as the run's `--camel-rich`, in OC_REPL_TEST_CAMEL_RICH); the camel virtualenv is the cached one the camel
+    differential test uses."""
+    rich = request.param
     tmp = tmp_path_factory.mktemp("sync")
-    env = {**cli_env(tmp), "XDG_DATA_HOME": str(tmp / "data")}
-    shared_cache = data_home() / "oc-repl" / "cache"
+    env = {**cli_env(tmp), "XDG_DATA_HOME": str(tmp / "data"), "OC_REPL_TEST_CAMEL_RICH": rich}
+    shared_cache = data_home(rich) / "oc-repl" / "cache"
     shared_cache.mkdir(parents=True, exist_ok=True)
     (tmp / "data" / "oc-repl").mkdir(parents=True)
     (tmp / "data" / "oc-repl" / "cache").symlink_to(shared_cache)
-    camel = run_cli(["protocols", "sync", "--only", "camel"], tmp, timeout=1700, env=env)
+    camel = run_cli(["protocols", "sync", "--only", "camel", "--camel-rich", rich], tmp, timeout=1700, env=env)
     assert camel.returncode == 0, camel.stdout + camel.stderr
     checkout = shared_upstream(HARNESS, "terminal-rl").parent
     openclaw = run_cli(["protocols", "sync", "--only", "openclaw", "--openclaw-rl", str(checkout)], tmp, env=env)
@@ -104,7 +107,7 @@ def oc_repl_side(serve, model: Path, tmp: Path, env: dict[str, str]) -> dict[str
         transcript = tmp / f"{name}.jsonl"
         args = ["run", "--api-base", server.url, "--sandbox", f"local:{tmp / name}", "--yes", "--exact"]
         args += ["--wire", "generate", "--tokenizer", str(model), "--no-stream", "--transcript", str(transcript)]
-        args += ["--task-name", name]
+        args += ["--task-name", name, "--camel-rich", env["OC_REPL_TEST_CAMEL_RICH"]]
         proc = run_cli([*args, f"Show what {name} prints."], tmp, timeout=300, env=env)
         assert proc.returncode == 0, (name, proc.stdout, proc.stderr)
         events = read_jsonl(transcript)
