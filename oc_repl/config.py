@@ -115,10 +115,19 @@ class _Core:
     loop_limit: int = setting(3, "Identical turns in a row that stop the run; 0 off", *EVERYWHERE, ge=0, exact=0)
     sampling: str = setting(
         "default",
-        "Sampling preset: default (T 0.7, top-p 0.8, 4096 tokens) or training (T 1.0, top-p 1.0, 8192)",
+        "Sampling preset: default (T 0.7, top-p 0.8, 4096 tokens), training (T 1.0, top-p 1.0, 8192) or author-eval "
+        "(OpenClaw-RL's eval: T 0.6, top-p 0.95, top-k 20, 8192)",
         *EVERYWHERE,
-        choices=("default", "training"),
+        choices=tuple(SAMPLING_PRESETS),
         exact="training",
+    )
+    seed: int | None = setting(
+        None,
+        "Sampling seed sent with every request (`seed`; sglang's /generate: `sampling_seed`); bench gives each trial "
+        "its own, made from this one, the task, the arm and the attempt",
+        *EVERYWHERE,
+        shown="none: the server's",
+        ge=0,
     )
     temperature: float | None = setting(
         None, "Overrides the preset's temperature", *EVERYWHERE, shown="the preset's", ge=0
@@ -298,7 +307,7 @@ class RunSettings(_Core):
 
     def sampling_options(self) -> dict[str, Any]:
         chosen = dict(SAMPLING_PRESETS[self.sampling])
-        for key in ("temperature", "top_p", "max_tokens"):
+        for key in ("temperature", "top_p", "max_tokens", "seed"):
             if getattr(self, key) is not None:
                 chosen[key] = getattr(self, key)
         return chosen
@@ -349,8 +358,8 @@ def validate(values: dict[str, Any]) -> RunSettings:
 # history, upstream's sleeps, no loop detection); for camel also the wire training used (token ids on sglang's
 # /generate), which needs the served model's tokenizer. A deviation the user asked for by name (a flag, the
 # environment or the config file) conflicts with `--exact` and is refused rather than silently dropped or kept.
-# Sampling overrides would change the preset, so they are refused.
-EXACT_FORBIDS: dict[str, Any] = {"temperature": None, "top_p": None, "max_tokens": None}
+# Sampling overrides would change the preset, and training sampled unseeded, so they are refused.
+EXACT_FORBIDS: dict[str, Any] = {"temperature": None, "top_p": None, "max_tokens": None, "seed": None}
 
 
 def exact_settings(settings: RunSettings, flag: Callable[[str], str] = lambda name: OPTIONS[name].flag) -> RunSettings:

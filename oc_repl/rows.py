@@ -165,7 +165,7 @@ EVERY_PROTOCOL = (
     Deviation(
         "own_sampling",
         "sampling T 0.7, top-p 0.8, 4096 tokens",
-        ("sampling", "temperature", "top_p", "max_tokens"),
+        ("sampling", "temperature", "top_p", "max_tokens", "seed"),
         _own_sampling,
     ),
     Deviation("loop_detection", "loop detection", ("loop_limit",), lambda s: s.loop_limit != 0),

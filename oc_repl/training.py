@@ -27,6 +27,8 @@ from typing import Any
 SAMPLING_PRESETS: dict[str, dict[str, float | int]] = {
     "default": {"temperature": 0.7, "top_p": 0.8, "max_tokens": 4096},
     "training": {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_tokens": 8192},
+    # OpenClaw-RL's eval-only launcher (its seed is `--seed`'s here), with training's token budget
+    "author-eval": {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "max_tokens": 8192},
 }
 CAMEL_TRAINING_TURNS = 10  # the episode length the checkpoint was trained with
 

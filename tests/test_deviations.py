@@ -31,6 +31,7 @@ KEEPING: dict[str, Any] = {
     "temperature": 0.5,
     "top_p": 0.5,
     "max_tokens": 100,
+    "seed": 7,
     "history": "full",
     "max_turns": 12,
     "loop_limit": 3,

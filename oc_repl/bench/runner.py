@@ -12,6 +12,7 @@ Fewer trials start while the server struggles (health.py).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import selectors
 import shutil
@@ -63,6 +64,12 @@ class Trial:
     @property
     def label(self) -> str:
         return f"{self.task.name} · {self.arm} · #{self.attempt}"
+
+    def seed(self, bench_seed: int) -> int:
+        """Its own sampling seed, the same in every run of the bench: made from the bench's, its task, arm and
+        attempt."""
+        key = f"{bench_seed}\0{self.task.name}\0{self.arm}\0{self.attempt}".encode()
+        return int.from_bytes(hashlib.sha256(key).digest()[:4], "big") >> 1  # below 2**31: every server takes it
 
 
 @dataclass
@@ -182,6 +189,8 @@ class Bench:
             self._record(trial, _build_failed(trial, self.settings[trial.arm].protocol, exc))
             return
         settings = self.settings[trial.arm].replace(task=trial.task.path)
+        if settings.seed is not None:
+            settings = settings.replace(seed=trial.seed(settings.seed))
         process = RunProcess(settings, transcript=directory / TRANSCRIPT, image=image, stderr=subprocess.PIPE)
         assert process.proc.stderr is not None
         stderr = RedactedStream(process.proc.stderr, open_private(directory / STDERR, "wb"), self.redact)

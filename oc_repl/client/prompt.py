@@ -54,6 +54,8 @@ def sglang_sampling(options: dict[str, Any]) -> dict[str, Any]:
         params["top_k"] = options["top_k"]
     else:
         del params["top_k"]
+    if options.get("seed") is not None:  # sglang's name for it (the completions wire sends it as `seed`)
+        params["sampling_seed"] = options["seed"]
     return params
 
 

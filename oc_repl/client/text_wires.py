@@ -33,7 +33,10 @@ from oc_repl.types import Reply
 Prompt = list[int] | str
 
 # sglang's sampling names -> the OpenAI completions names (vLLM's and sglang's); the rest go as they are.
-_COMPLETIONS_NAMES = {"max_new_tokens": "max_tokens", "min_new_tokens": "min_tokens"}
+_COMPLETIONS_NAMES = {"max_new_tokens": "max_tokens", "min_new_tokens": "min_tokens", "sampling_seed": "seed"}
+# What training's sampling had of the keys a server fills from the model's generation_config.json (vLLM's default
+# `--generation-config auto`) or its preferred sampling params (sglang) when a completions request leaves them out.
+NEUTRAL = {"min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
 
 
 # --- requests --------------------------------------------------------------------------------------------------------
@@ -56,9 +59,10 @@ def generate_request(model: str, prompt: Prompt, sampling_params: dict[str, Any]
 
 
 def completions_body(model: str, prompt: Prompt, sampling_params: dict[str, Any], stream: bool = False) -> dict:
-    """The body of `/v1/completions` for the same sampling: every field sent (a server fills unsent ones from the
-    model's generation_config.json), null ones left out; sglang's `no_stop_trim` goes under both servers' names."""
-    body: dict[str, Any] = {"model": model, "prompt": list(prompt) if isinstance(prompt, list) else prompt}
+    """The body of `/v1/completions` for the same sampling: every field sent, the neutral values of those a server
+    would otherwise fill from the model's generation_config.json included, null ones left out; sglang's
+    `no_stop_trim` goes under both servers' names, its `sampling_seed` as `seed`."""
+    body: dict[str, Any] = {"model": model, "prompt": list(prompt) if isinstance(prompt, list) else prompt, **NEUTRAL}
     for key, value in sampling_params.items():
         if value is not None:
             body[_COMPLETIONS_NAMES.get(key, key)] = value

@@ -93,6 +93,36 @@ def test_the_training_preset_sends_trainings_sampling_parameters(serve, tmp_path
     assert set(body) == {"input_ids", "sampling_params", "return_logprob", "stream"}
 
 
+def test_the_completions_wire_sends_the_neutral_values_a_server_would_otherwise_fill(serve, tmp_path, model):
+    server = serve(script(model, [{"text": "Done."}]))
+    proc, _ = run(server, tmp_path, "--wire", "completions", "--tokenizer", str(model))
+    assert proc.returncode == 0, proc.stderr
+    body = server.requests[-1]["body"]
+    neutral = {"min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+    assert {key: body.get(key) for key in neutral} == neutral
+
+
+@pytest.mark.parametrize("wire", ["chat", "completions", "generate"])
+def test_the_authors_eval_profile_and_a_seed_go_on_every_wire(serve, tmp_path, model, wire):
+    server = serve(script(model, [{"text": "Done."}]))
+    proc, events = run(
+        server, tmp_path, "--wire", wire, "--tokenizer", str(model), "--sampling", "author-eval", "--seed", "7"
+    )
+    assert proc.returncode == 0, proc.stderr
+    body = server.requests[-1]["body"]
+    sent = body.get("sampling_params") or body  # generate: sglang's sampling_params
+    profile = {"temperature": 0.6, "top_p": 0.95, "top_k": 20}
+    assert {key: sent.get(key) for key in profile} == profile
+    seed = "sampling_seed" if wire == "generate" else "seed"
+    assert sent[seed] == 7 and events[0]["options"]["sampling"]["seed"] == 7
+    assert (sent.get("max_tokens") or sent.get("max_new_tokens")) == 8192
+
+
+def test_exact_refuses_a_seed_training_never_had(serve, tmp_path, model):
+    proc = run_cli(["run", "--exact", "--wire", "chat", "--seed", "7", "go"], tmp_path)
+    assert proc.returncode == 2 and "--seed 7" in proc.stderr
+
+
 def test_without_a_tokenizer_the_generate_wire_sends_text_and_says_so(serve, tmp_path, model):
     template_only = tmp_path / "template"
     template_only.mkdir()
