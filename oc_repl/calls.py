@@ -82,6 +82,17 @@ def is_json_object(text: str) -> bool:
         return False
 
 
+def holds_no_object(value: Any) -> bool:
+    """A call's arguments as a parser hands them (OpenAI's shape: the JSON text of an object) are JSON, but of no
+    object: a JSON string (of one, even), null, a list, a number. Text that is no JSON at all is a parse error."""
+    if not isinstance(value, str):
+        return False
+    try:
+        return not isinstance(bounded_json(value), dict)
+    except ValueError:
+        return False
+
+
 def parse_arguments(value: Any) -> dict[str, Any] | None:
     """A JSON object from a dict or a (possibly double-encoded) JSON string; None if it is not one."""
     for _ in range(3):

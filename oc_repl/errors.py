@@ -96,6 +96,13 @@ class ParseErrorLimit(StopRun):
     kind = "parse_errors"
 
 
+class BadArguments(StopRun):
+    """A reply's call had arguments that were no JSON object: training's harness ended the rollout there."""
+
+    status = Status.BAD_ARGUMENTS
+    kind = "bad_arguments"
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM or SIGHUP: stop like Ctrl-C (everything cleaned up), but also leave the interactive shell."""
 

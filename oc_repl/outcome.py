@@ -21,6 +21,8 @@ class Status(str, Enum):
     TURN_CAP = "turn_cap"
     LOOP = "loop"  # the same actions with the same results, turn after turn
     PARSE_ERRORS = "parse_errors"  # too many replies that could not be read
+    # a call whose arguments were no JSON object ended the episode, as training's harness ended its rollout there
+    BAD_ARGUMENTS = "bad_arguments"
     SERVER_ERROR = "server_error"
     CONTEXT_LENGTH = "context_length_exceeded"  # the conversation outgrew the model's context
     SANDBOX_ERROR = "sandbox_error"
@@ -94,6 +96,7 @@ EXIT_CODES: dict[Status, int] = {
     Status.TURN_CAP: 3,
     Status.LOOP: 4,
     Status.PARSE_ERRORS: 4,
+    Status.BAD_ARGUMENTS: 4,
     Status.SERVER_ERROR: 5,
     Status.SERVER_TIMEOUT: 5,
     Status.CONTEXT_LENGTH: 5,
@@ -105,7 +108,9 @@ EXIT_CODES: dict[Status, int] = {
     Status.INTERNAL_ERROR: 70,  # EX_SOFTWARE: never confused with a verdict
 }
 
-_VERIFIABLE = frozenset({Status.DONE, Status.TURN_CAP, Status.LOOP, Status.PARSE_ERRORS, Status.AGENT_TIMEOUT})
+_VERIFIABLE = frozenset(
+    {Status.DONE, Status.TURN_CAP, Status.LOOP, Status.PARSE_ERRORS, Status.BAD_ARGUMENTS, Status.AGENT_TIMEOUT}
+)
 _ENDS_ATTEMPTS = frozenset(
     {Status.VERIFIED, Status.USAGE, Status.BUILD_ERROR, Status.INTERRUPTED, Status.INTERNAL_ERROR, Status.TAMPERED}
 )
@@ -131,6 +136,7 @@ FAILURE_MODES = (
     "agent_timeout",
     "test_timeout",
     "parse_error",
+    "bad_arguments",
     "turn_cap",
     "loop",
     "context_length_exceeded",
@@ -148,6 +154,7 @@ _FAILURE_MODES = {
     Status.DONE: "unresolved",
     Status.AGENT_TIMEOUT: "agent_timeout",
     Status.PARSE_ERRORS: "parse_error",
+    Status.BAD_ARGUMENTS: "bad_arguments",
     Status.TURN_CAP: "turn_cap",
     Status.LOOP: "loop",
     Status.CONTEXT_LENGTH: "context_length_exceeded",

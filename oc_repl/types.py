@@ -54,6 +54,8 @@ class Reply(Record):
     reasoning: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     malformed_calls: list[str] = field(default_factory=list)  # <tool_call> blocks whose JSON did not parse
+    # the calls (as written) whose arguments were no JSON object: a JSON string holding one, null, a list, a number
+    non_object_calls: list[str] = field(default_factory=list)
     finish_reason: str = ""
     truncated: bool = False  # cut by the token cap, or call arguments that do not parse: never executed
     cut_off: bool = False  # the token cap ended it (finish_reason "length", or every allowed token spent)

@@ -13,6 +13,7 @@ from typing import Any
 from oc_repl.calls import (
     QWEN25_CLOSE,
     QWEN25_OPEN,
+    holds_no_object,
     is_json_object,
     new_call_id,
     parse_arguments,
@@ -213,6 +214,8 @@ def build_reply(message: dict[str, Any], finish_reason: str | None, usage: Any, 
         fn = _dict(call.get("function"))
         name, raw_args = fn.get("name") if isinstance(fn.get("name"), str) else "", fn.get("arguments")
         args = {} if raw_args is None else parse_arguments(raw_args)  # none at all: no arguments, as in markup
+        if name and holds_no_object(raw_args):
+            reply.non_object_calls.append(render_call(name, raw_args))
         if args is None or not name:
             broken_native = True
             reply.malformed_calls.append(render_call(name, raw_args))
@@ -268,6 +271,8 @@ def text_reply(
     broken = False
     for name, arguments in parsed.calls:
         args = parse_arguments(arguments)
+        if holds_no_object(arguments):  # the parser's JSON text of what the model wrote
+            reply.non_object_calls.append(render_call(name, arguments))
         if args is None:  # arguments that are no object (null, a list, a number): no call camel could run
             broken = True
             reply.malformed_calls.append(render_call(name, arguments))

@@ -50,7 +50,14 @@ EPISODES = {
     "parse-error": ['<tool_call>\n{"name": "shell_exec", "arguments": {"id": "s1",}}\n</tool_call>', ANSWER],
     "prompt-over-8192-tokens": [exec_call("seq 1 2500"), ANSWER],  # some 11 000 tokens: the harness cuts the prompt
     "result-over-16384-tokens": [exec_call("seq 1 5000"), ANSWER],  # some 24 000 tokens: camel cuts the result
+    # arguments that are no JSON object: camel refuses the batch, generate() ends the rollout after one request
+    "string-arguments": [call_text("shell_exec", '{"id": "s1", "command": "echo ran"}')],
+    **{
+        f"{kind}-arguments": [f'<tool_call>\n{{"name": "shell_exec", "arguments": {value}}}\n</tool_call>']
+        for kind, value in (("null", "null"), ("list", '["s1", "echo ran"]'), ("number", "7"))
+    },
 }
+ENDED = {name for name in EPISODES if name.endswith("-arguments")}  # exit 4, bad_arguments
 # What the launch script (terminal_qwen3_8b_rl.sh) and slime's defaults give GenerateState and generate().
 ARGS = {
     "sglang_router_ip": "sglang.invalid",
@@ -109,7 +116,7 @@ def oc_repl_side(serve, model: Path, tmp: Path, env: dict[str, str]) -> dict[str
         args += ["--wire", "generate", "--tokenizer", str(model), "--no-stream", "--transcript", str(transcript)]
         args += ["--task-name", name, "--camel-rich", env["OC_REPL_TEST_CAMEL_RICH"]]
         proc = run_cli([*args, f"Show what {name} prints."], tmp, timeout=300, env=env)
-        assert proc.returncode == 0, (name, proc.stdout, proc.stderr)
+        assert proc.returncode == (4 if name in ENDED else 0), (name, proc.stdout, proc.stderr)
         events = read_jsonl(transcript)
         results = [
             e["item"]["aggregated_output"]
@@ -159,6 +166,9 @@ def test_exact_generate_runs_post_what_the_training_harness_posted(serve, synced
     last_request = [e for e in long_result if e["type"] == "request.sent"][-1]["request"]["messages"][-1]["content"]
     assert "16384 tokens" in last_request  # camel's notice, as synced, went to the model
     assert ours["parse-error"]["results"] == []  # the harness answered the unreadable block itself
+    for name in ENDED:  # no call ran, and the run says why it ended
+        completed = [e for e in ours[name]["events"] if e["type"] == "thread.completed"][-1]
+        assert ours[name]["results"] == [] and completed["status"] == "bad_arguments", name
 
 
 def first_difference(got: dict, want: dict) -> str:

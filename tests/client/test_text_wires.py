@@ -11,6 +11,7 @@ from oc_repl.calls import qwen25_calls
 from oc_repl.client.api_base import server_root
 from oc_repl.client.failures import Incomplete, Malformed, Reported
 from oc_repl.client.text_wires import (
+    NEUTRAL,
     CompletionsStream,
     GenerateStream,
     completions_body,
@@ -60,12 +61,14 @@ def test_the_completions_body_sends_every_sampling_field_under_the_servers_names
         "no_stop_trim": True,
         "spaces_between_special_tokens": False,
         "include_stop_str_in_output": True,
+        **NEUTRAL,  # what training's sampling had of the keys a server would fill from generation_config.json
     }
     streamed = completions_body("m", "text", {"max_new_tokens": 5}, stream=True)
     assert streamed == {
         "model": "m",
         "prompt": "text",
         "max_tokens": 5,
+        **NEUTRAL,
         "stream": True,
         "stream_options": {"include_usage": True},
     }

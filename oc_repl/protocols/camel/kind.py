@@ -107,6 +107,11 @@ DEVIATIONS = (
     Deviation("ended_session_answered_at_once", "camel: input to a session that ends is answered at once"),
     Deviation("unreadable_calls_named", "camel: every unreadable `<tool_call>` block is named"),
     Deviation("cut_reply_noticed", "camel: a reply cut by the token limit gets a notice"),
+    Deviation(
+        "arguments_read_as_objects",
+        "camel: call arguments written as a JSON string of an object are read as that object, null as none, and the "
+        "episode goes on",
+    ),
     *WIRE_ROWS,
 )
 

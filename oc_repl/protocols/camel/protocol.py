@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from oc_repl import training
-from oc_repl.errors import ParseErrorLimit, UsageError
+from oc_repl.errors import BadArguments, ParseErrorLimit, UsageError
 from oc_repl.events import CommandExecution, FileChange, FileUpdate, ItemCompleted, ItemStarted, ParseError, new_id
 from oc_repl.protocols import load_asset
 from oc_repl.protocols.camel.calls import calls_and_feedback, training_calls
@@ -210,6 +210,13 @@ class CamelProtocol(AgentProtocol):
         # A cut reply gets the project's notice and any other reply the project's naming of its unreadable blocks,
         # each while its deviation is on; otherwise the training harness's rules decide what runs.
         d = self.deviations
+        if reply.non_object_calls and not d.arguments_read_as_objects:
+            # camel's batch of calls refused them (pydantic wants an object) and training's generate() ended the
+            # rollout: no call ran, no next request
+            raise BadArguments(
+                f"a call's arguments were no JSON object ({reply.non_object_calls[0][:200]}): training's harness "
+                "ended the episode there"
+            )
         if d.cut_reply_noticed if reply.cut_off else d.unreadable_calls_named:
             calls, feedback = calls_and_feedback(reply, self.agent, self.notices)
             for text in feedback:
