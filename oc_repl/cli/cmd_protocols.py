@@ -9,8 +9,9 @@ from typing import Any, NoReturn
 import click
 
 from oc_repl.protocols.kinds import SYNC_SOURCES
+from oc_repl.training import SAMPLING_PRESETS
 
-SAMPLING_NAMES = ("default", "training")  # oc_repl.training.SAMPLING_PRESETS
+SAMPLING_NAMES = tuple(SAMPLING_PRESETS)
 DEFAULT_TASK = "List the files in the working directory."
 # What tmux shows of a fresh 160x40 pane: the prompt line (trailing spaces trimmed), then the empty rows.
 PLACEHOLDER_PROMPT = "root@sandbox:/app#"
