@@ -356,11 +356,18 @@ def test_what_a_sigkilled_client_left_is_ended(tmp_path: Path, mode: str):
     nap = unique_sleep()
     client = start_client(tmp_path, mode, nap)
     client.kill()
-    client.wait()
     if mode == "confined":  # the namespace ends with its client, at once
+        client.wait()
         assert gone(nap, within=20)
-    else:  # it outlives its client; looked at once, since any sandbox made on this machine meanwhile may end it
+    else:
+        # it outlives its client. Looked at while the dead client is a zombie: to every sandbox made meanwhile (other
+        # tests' too) the client is alive until it is reaped, so none of them ends it before the look
+        deadline = time.monotonic() + 20
+        while Path(f"/proc/{client.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
         assert processes_with(nap)
+        client.wait()
     LocalSandbox(tmp_path / "later", confine=False).close()
     assert gone(nap, within=20)
 
