@@ -14,6 +14,7 @@ socket to this process closes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import marshal
 import os
@@ -35,7 +36,7 @@ from oc_repl.errors import ConfinementUnavailable, SandboxError
 from oc_repl.sandbox import limits as sandbox_limits
 from oc_repl.sandbox import local_vcs, local_view
 from oc_repl.sandbox.init_channel import InitChannel
-from oc_repl.sandbox.local_marks import client_id
+from oc_repl.sandbox.local_marks import client_alive, client_id
 
 START_TIMEOUT = 30.0  # generous: a loaded machine can take seconds to set up namespaces
 # bubblewrap remounts the host's mounts read-only one by one; one that ends meanwhile (a container's, as a container
@@ -100,6 +101,20 @@ def check() -> tuple[bool, str]:
     return True, "bubblewrap confines local: sandboxes"
 
 
+VERIFIER_PREFIX = "oc-repl-verifier-"  # then the client's id (local_marks.client_id), a dash, mkdtemp's letters
+
+
+def _verifier_dir() -> Path:
+    """A new verifier directory, named after this client; those of clients that died without closing their sandbox
+    (a SIGKILLed run) are removed first, as local_marks.sweep ends their processes."""
+    for path in Path(tempfile.gettempdir()).glob(f"{VERIFIER_PREFIX}*-*"):
+        client = path.name.removeprefix(VERIFIER_PREFIX).rpartition("-")[0]
+        with contextlib.suppress(OSError):
+            if not client_alive(client) and path.stat().st_uid == os.getuid():
+                shutil.rmtree(path, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{VERIFIER_PREFIX}{client_id()}-"))
+
+
 class Confinement:
     """The namespaces of one sandbox and the channel to their first process; `close()` ends them all."""
 
@@ -124,7 +139,7 @@ class Confinement:
         # the version-control names bubblewrap will make a placeholder's mount point for, removed at the end
         self.placeholders = [] if writable_vcs else local_vcs.placeholders(root)
         # the host's side of the verifier's own directory (VERIFIER_HOME inside), the client's alone
-        self.verifier_dir = Path(tempfile.mkdtemp(prefix="oc-repl-verifier-"))
+        self.verifier_dir = _verifier_dir()
         self._pidfd: int | None = None
         self._entered = False
         self._lock = threading.Lock()

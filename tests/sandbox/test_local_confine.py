@@ -351,6 +351,14 @@ def test_bubblewrap_ends_even_when_nobody_waited_for_it_to_start(tmp_path: Path,
     assert gone(str(root), within=20), processes_with(str(root))
 
 
+def wait_until_a_zombie(pid: int) -> None:
+    """Until the process has died, not yet reaped: what it left is still its own to every sweep."""
+    deadline = time.monotonic() + 20
+    while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
 @pytest.mark.parametrize("mode", ["confined", "unconfined"])
 def test_what_a_sigkilled_client_left_is_ended(tmp_path: Path, mode: str):
     nap = unique_sleep()
@@ -362,10 +370,7 @@ def test_what_a_sigkilled_client_left_is_ended(tmp_path: Path, mode: str):
     else:
         # it outlives its client. Looked at while the dead client is a zombie: to every sandbox made meanwhile (other
         # tests' too) the client is alive until it is reaped, so none of them ends it before the look
-        deadline = time.monotonic() + 20
-        while Path(f"/proc/{client.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        wait_until_a_zombie(client.pid)
         assert processes_with(nap)
         client.wait()
     LocalSandbox(tmp_path / "later", confine=False).close()
@@ -397,3 +402,29 @@ def test_tmux_meets_its_server_under_the_private_tmp(box: LocalSandbox):
         assert run(box, "ls /tmp/tmux-$(id -u)")[1].strip() == f"oc-repl-test-{os.getpid()}"
     finally:
         terminal.close()
+
+
+def test_a_killed_clients_verifier_directory_goes_when_the_next_sandbox_is_made(tmp_path: Path):
+    """A client SIGKILLed with its confined sandbox open leaves the verifier's directory on the host; the next
+    sandbox made on this machine removes it, as it ends what such a client left running. A live client's stays."""
+    code = (
+        "import os, signal, sys\nfrom pathlib import Path\nfrom oc_repl.sandbox.confine import Confinement\n"
+        "box = Confinement(Path(sys.argv[1]), network=False)\nprint(box.verifier_dir, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    (tmp_path / "box").mkdir()
+    client = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path / "box")], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    assert client.stdout is not None
+    left = Path(client.stdout.readline().strip())
+    wait_until_a_zombie(client.pid)  # dead, but alive to other tests' sandboxes, which would sweep the directory
+    assert left.is_dir()
+    assert client.wait() == -signal.SIGKILL
+    (tmp_path / "mine").mkdir()
+    mine = confine.Confinement(tmp_path / "mine", network=False)
+    try:
+        LocalSandbox(tmp_path / "later", confine=False).close()
+        assert not left.exists() and mine.verifier_dir.is_dir()
+    finally:
+        mine.close()
