@@ -16,7 +16,7 @@ imports together.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -208,7 +208,6 @@ def _read(spec: dataclasses.Field[Any]) -> Option:
 _CORE = {spec.name: _read(spec) for spec in dataclasses.fields(_Core) if spec.metadata}
 
 
-# Each kind's rows follow the core row that chooses among the kinds; a row several kinds share comes once.
 def kinds(plugins: bool = False) -> dict[str, list[Any]]:
     """The kinds each choosing row chooses among (protocol kinds, sandbox kinds, wires, task formats), built-in, and
     with those installed packages register when `plugins` (oc_repl/plugins.py)."""
@@ -233,6 +232,7 @@ def kinds(plugins: bool = False) -> dict[str, list[Any]]:
 
 
 def _compose(chosen: dict[str, list[Any]]) -> dict[str, Option]:
+    """Each kind's rows after the core row that chooses among the kinds; a row several kinds share comes once."""
     table: dict[str, Option] = {}
     for name, option in _CORE.items():
         table[name] = option
@@ -251,11 +251,11 @@ def with_plugins() -> dict[str, Option]:
     the help of the rows that choose among them; done once, when first asked (oc_repl/plugins.py says when)."""
     if "plugins" in _LOADED:
         return OPTIONS
-    chosen = kinds(plugins=True)
+    builtin, chosen = kinds(), kinds(plugins=True)
     table = _compose(chosen)
     names = {"protocol": "kind", "sandbox": "form", "wire": "name", "task": "name"}
     for name, every in chosen.items():
-        added = [getattr(kind, names[name]) for kind in every if kind not in kinds()[name]]
+        added = [getattr(kind, names[name]) for kind in every if kind not in builtin[name]]
         if added and name in table:
             table[name] = dataclasses.replace(table[name], help=f"{table[name].help}; installed: {', '.join(added)}")
     OPTIONS.clear()
@@ -362,12 +362,12 @@ def validate(values: dict[str, Any]) -> RunSettings:
 EXACT_FORBIDS: dict[str, Any] = {"temperature": None, "top_p": None, "max_tokens": None, "seed": None}
 
 
-def exact_settings(settings: RunSettings, flag: Callable[[str], str] = lambda name: OPTIONS[name].flag) -> RunSettings:
+def exact_settings(settings: RunSettings) -> RunSettings:
     wanted = {name: option.exact for name, option in OPTIONS.items() if option.exact is not None}
     kind = settings.protocol_kind()
     wanted.update({key: value for key, value in kind.exact.items() if key not in settings.given})
     conflicts = [
-        f"{flag(key)} {getattr(settings, key)}"
+        f"{OPTIONS[key].flag} {getattr(settings, key)}"
         for key, value in {**wanted, **EXACT_FORBIDS}.items()
         if key in settings.given and getattr(settings, key) != value and getattr(settings, key) is not None
     ]

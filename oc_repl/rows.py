@@ -149,10 +149,6 @@ class Deviations:
         on = {n for n in self.rows if changes.get(n, n in self.on)}
         return Deviations(self.rows.values(), on)
 
-    def none(self) -> Deviations:
-        """Upstream's behaviour throughout: what `--exact` runs."""
-        return Deviations(self.rows.values(), ())
-
 
 def _own_sampling(s: Any) -> bool:
     return s.sampling_options() != SAMPLING_PRESETS["training"]
