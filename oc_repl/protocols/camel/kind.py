@@ -58,8 +58,8 @@ def _chat_wire(s: Any) -> bool:
 WIRE_ROWS = (
     Deviation(
         "server_renders_tools",
-        "camel on the chat wire: the server renders the prompt, and sglang rewrites the tools (their `function` "
-        "wrapper dropped, keys reordered)",
+        "camel on the chat wire: the server renders the prompt, and sglang (0.5.23) renders each tool with "
+        '`"defer_loading": null` appended',
         kept=_chat_wire,
     ),
     Deviation(
