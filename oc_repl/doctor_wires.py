@@ -61,7 +61,23 @@ def wire_checks(doctor: Doctor, wire: str, tokenizer: Path | None) -> list[Found
     else:
         checks.append(("wires", "warn", f"{finding}, which this server does not answer", EXACT_FIX, data))
     checks.append(_served(doctor, tokenizer))
-    return checks
+    from oc_repl.doctor_server import server_checks
+
+    return checks + server_checks(doctor.get_json, doctor.report.api_base, wire, tokenizer, _chat_rows())
+
+
+def _chat_rows() -> list[str]:
+    """The deviation rows `--exact` leaves on for the default protocol on the chat wire and on none of the text
+    wires: what a server's own rendering brings."""
+    from oc_repl.config import RunSettings, exact_settings
+    from oc_repl.deviations import from_settings
+
+    def on(wire: str) -> list[str]:
+        settings = RunSettings(exact=True, wire=wire, tokenizer=Path("."), given=frozenset({"wire", "tokenizer"}))
+        return from_settings(exact_settings(settings)).names()
+
+    text = set().union(*(on(name) for name, w in known().items() if w.text))
+    return [name for name in on(CHAT.name) if name not in text]
 
 
 def _served(doctor: Doctor, tokenizer: Path | None) -> Found:

@@ -144,6 +144,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(200, fake.script["model_info"])
         elif self.path == "/props" and "props" in fake.script:  # llama.cpp's
             self._json(200, fake.script["props"])
+        elif self.path in fake.script.get("gets", {}):  # any other server's own routes, as it answers them
+            self._json(200, fake.script["gets"][self.path])
         else:
             self._json(404, _error_body(404, f"no route {self.path}"))
 

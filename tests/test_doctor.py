@@ -46,7 +46,7 @@ def test_parser_on(serve, tmp_path):
     assert code == 0 and report["exit_code"] == 0
     by = checks(report)
     server_checks = ["server", "chat", "tool calls", "reasoning", "context", "speed", "concurrency"]
-    server_checks += ["wires", "served model"]
+    server_checks += ["wires", "served model", "server version"]
     assert [c["name"] for c in report["checks"]] == [*server_checks, "local sandbox", "docker"]
     assert by["concurrency"]["status"] == "ok"
     assert by["local sandbox"]["status"] == "ok"  # bubblewrap confines local: sandboxes on this machine
@@ -267,3 +267,80 @@ def test_docker_is_checked_and_each_wait_is_named(serve, tmp_path, monkeypatch):
     docker = checks(report)["docker"]
     assert docker["status"] == "warn" and "cannot reach the docker daemon" in docker["finding"]
     assert docker["fix"].startswith('eval "$(.ci/dockerd.sh)" && .ci/test-image.sh')
+
+
+# sglang 0.5.23's /server_info: its resolved server arguments under their own names (arg_groups/field_order.py),
+# the release's version beside them (entrypoints/http_server.py::server_info); --preferred-sampling-params resolved
+# from its JSON text to a dict
+SGLANG_INFO = {
+    "model_path": "/models/Qwen3-8B-OpenClaw-RL",
+    "tool_call_parser": "qwen25",
+    "reasoning_parser": None,
+    "sampling_defaults": "openai",
+    "preferred_sampling_params": {"temperature": 0.6, "top_k": 20, "min_p": 0.05},
+    "version": "0.5.23",
+}
+VLLM_VERSION = {"version": "0.33.0"}  # vLLM 0.33's GET /version (entrypoints/serve/instrumentator/basic.py)
+
+
+def _text_server(serve, tmp_path, flavour: str, gets: dict, generation_config: dict | None = None):
+    pytest.importorskip("tokenizers", reason="the fake server's text routes need the tokenizers package")
+    from tests.tokenizer_support import model_dir
+
+    model = model_dir(tmp_path / "Qwen3-8B-OpenClaw-RL", "{{ messages[0].content }}")
+    if generation_config is not None:
+        (model / "generation_config.json").write_text(json.dumps(generation_config))
+    script = {"flavour": flavour, "tokenizer": str(model / "tokenizer.json"), "replies": [*PROBES, READY, READY]}
+    return serve({**script, "gets": gets}), model
+
+
+def test_sglang_is_named_with_its_parser_and_the_chat_wire_rows_and_its_preferred_params_fill_generate(serve, tmp_path):
+    server, model = _text_server(serve, tmp_path, "sglang", {"/server_info": SGLANG_INFO})
+    code, report = doctor_json(server, tmp_path, "--tokenizer", str(model), "--wire", "generate")
+    found, defaults = checks(report)["server version"], checks(report)["server defaults"]
+    assert code == 0 and found["status"] == "ok"
+    assert found["finding"].startswith("sglang 0.5.23, tool-call parser qwen25; on the chat wire server_renders_tools")
+    assert "--wire completions or generate has none of them" in found["finding"]
+    assert found["data"]["chat_wire_rows"] == ["server_renders_tools", "calls_may_be_constrained", "prompt_not_cut"]
+    # training's /generate names temperature and top_k (null stop ids too): min_p alone is the server's
+    assert defaults["status"] == "warn" and defaults["data"]["filled"] == {"--preferred-sampling-params": ["min_p"]}
+    assert "--preferred-sampling-params" in defaults["fix"]
+
+
+def test_sglang_before_server_info_answers_on_get_server_info_as_a_json_text(serve, tmp_path):
+    info = {**SGLANG_INFO, "preferred_sampling_params": '{"top_k": 20}', "version": "0.5.9"}
+    server, model = _text_server(serve, tmp_path, "sglang", {"/get_server_info": info})
+    code, report = doctor_json(server, tmp_path, "--tokenizer", str(model), "--wire", "generate")
+    assert checks(report)["server version"]["finding"].startswith("sglang 0.5.9")
+    assert checks(report)["server defaults"]["status"] == "ok"  # top_k is sent
+
+
+@pytest.mark.parametrize(
+    ("wire", "status", "filled"),
+    [("completions", "ok", {}), ("chat", "warn", {"generation_config.json": ["min_p", "repetition_penalty"]})],
+)
+def test_vllm_fills_from_generation_config_what_only_the_chat_wire_leaves_out(serve, tmp_path, wire, status, filled):
+    qwen3 = {"temperature": 0.6, "top_k": 20, "top_p": 0.95, "min_p": 0.0, "repetition_penalty": 1.05}
+    server, model = _text_server(serve, tmp_path, "vllm", {"/version": VLLM_VERSION}, qwen3)
+    code, report = doctor_json(server, tmp_path, "--tokenizer", str(model), "--wire", wire)
+    found, defaults = checks(report)["server version"], checks(report)["server defaults"]
+    assert found["finding"].startswith("vLLM 0.33.0; on the chat wire")
+    assert defaults["status"] == status and defaults["data"]["filled"] == filled, defaults
+    if status == "warn":
+        assert "--generation-config vllm" in defaults["fix"]
+
+
+def test_vllm_without_a_tokenizer_folder_says_what_it_cannot_check(serve, tmp_path):
+    server = serve({"flavour": "vllm", "replies": PROBES, "gets": {"/version": VLLM_VERSION}})
+    code, report = doctor_json(server, tmp_path, "--wire", "chat")
+    defaults = checks(report)["server defaults"]
+    assert defaults["status"] == "ok" and "--tokenizer" in defaults["fix"]
+
+
+def test_a_server_that_says_nothing_of_itself_is_no_fault(serve, tmp_path):
+    code, report = doctor_json(serve({"flavour": "sglang", "replies": PROBES}), tmp_path)
+    assert (
+        checks(report)["server version"]["status"] == "ok"
+        and "does not say" in checks(report)["server version"]["finding"]
+    )
+    assert "server defaults" not in checks(report)

@@ -30,6 +30,9 @@ class Wire:
     stream: str = ""  # a class folding the streamed reply: (on_delta, tool names, eos texts, started)
     options: tuple[Option, ...] = ()  # its settings
     doctor: str = ""  # "module:name" of its check of this machine, for `doctor`: () -> (name, status, finding, fix)
+    # the server settings that fill a sampling key its request leaves out (doctor_server.py names them): sglang's
+    # OpenAI routes name every key themselves, so its preferred parameters reach only /generate
+    filled_by: tuple[str, ...] = ()
 
     def url(self, api_base: str) -> str:
         return (server_root(api_base) if self.at_root else api_base) + self.route
@@ -54,7 +57,7 @@ TOKENIZER = row(
 WIRES: dict[str, Wire] = {
     wire.name: wire
     for wire in (
-        Wire("chat", "/chat/completions"),
+        Wire("chat", "/chat/completions", filled_by=("sglang model", "vLLM model")),
         Wire(
             "completions",
             "/completions",
@@ -63,6 +66,7 @@ WIRES: dict[str, Wire] = {
             read=f"{_TEXT}:completions_reply",
             stream=f"{_TEXT}:CompletionsStream",
             options=(TOKENIZER,),
+            filled_by=("vLLM model",),
         ),
         Wire(
             "generate",
@@ -73,6 +77,7 @@ WIRES: dict[str, Wire] = {
             read=f"{_TEXT}:generate_reply",
             stream=f"{_TEXT}:GenerateStream",
             options=(TOKENIZER,),
+            filled_by=("sglang preferred",),
         ),
     )  # fmt: skip
 }

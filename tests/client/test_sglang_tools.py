@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import zipfile
-from pathlib import Path
 
 import pytest
 
@@ -100,3 +99,18 @@ def test_the_server_renders_tools_row_says_what_sglang_does():
     row = next(r for r in WIRE_ROWS if r.name == "server_renders_tools")
     assert '"defer_loading": null' in row.text and "0.5.23" in row.text
     assert f"| `server_renders_tools` | {row.text} |" in (ROOT / "README.md").read_text()
+
+
+def test_the_server_info_doctor_reads_is_in_sglangs_release_under_the_names_it_reads():
+    from tests.test_doctor import SGLANG_INFO
+
+    wheel = package_file(SGLANG[0], "sglang-0.5.23-wheel", SGLANG[1], wheel_for=WHEEL_FOR)
+    with zipfile.ZipFile(wheel) as zipped:
+        server = zipped.read("sglang/srt/entrypoints/http_server.py").decode()
+        fields = zipped.read("sglang/srt/arg_groups/field_order.py").decode()
+        merge = zipped.read("sglang/srt/managers/tokenizer_manager.py").decode()
+    assert '@app.get("/server_info")' in server and '@app.get("/get_server_info")' in server
+    assert '"version": __version__' in server
+    assert all(f'"{key}"' in fields for key in SGLANG_INFO if key != "version")
+    # the preferred parameters lie under the request's own: a key the request names is never filled
+    assert "{**self.preferred_sampling_params, **obj.sampling_params}" in merge
