@@ -7,11 +7,21 @@ Format `openai-chat` (one JSON line per episode):
      "tools": [...the tools of the last request...],                            # absent when there were none
      "turns": [{"messages": [...], "tools": [...], "options": {sampling, tool_choice, ...},
                 "reply": {assistant message as received}, "finish_reason": "stop",
-                "prompt_ids": [...], "output_ids": [...]}, ...],     # the ids: text wires, where recorded
+                "prompt_ids": [...], "output_ids": [...],           # the ids: text wires, where recorded
+                "output_logprobs": [...]}, ...],                     # and each output id's logprob (/generate)
      "metadata": {"task_name", "task", "protocol", "model", "thread_id", "attempt", "status", "verified",
-                  "reward", "tests_passed", "tests_total", "transcript", and for a bench trial "bench": {...}}}
+                  "verifier_ran", "reward", "tests_passed", "tests_total", "transcript",
+                  and for a bench trial "bench": {...}}}
 `turns` is the exact record of every request; in camel's `training` history, which drops the model's earlier replies
 from later requests, only `turns` holds them all.
+
+Format `tokens` (one JSON line per episode), what an RL trainer's sample holds, in the order the model saw them:
+    {"format": "oc-repl/tokens/1",
+     "turns": [{"prompt_ids": [...], "output_ids": [...], "output_logprobs": [...] | null,
+                "loss_mask": [0 for each prompt id..., 1 for each output id...]}, ...],
+     "reward": 1.0 | null, "metadata": {...as above}}      # the tests' score, else the verdict; null: no verifier
+An episode with a turn whose ids were not recorded (the chat wire; a prompt sent as text) has none: it is skipped,
+said why.
 
 Training data must not lose episodes quietly: a line that is not an event, or a request or reply of a shape no server
 sends, is a BadInput naming the file and the line. Only a last line cut by a crash is left out.
@@ -26,6 +36,8 @@ from typing import Any
 from oc_repl.safejson import BadInput
 
 FORMAT = "oc-repl/openai-chat/1"
+TOKENS = "oc-repl/tokens/1"
+FORMATS = ("openai-chat", "tokens")
 
 
 def _reply_message(raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
@@ -71,7 +83,41 @@ def _token_ids(body: dict[str, Any], raw: dict[str, Any]) -> dict[str, list[int]
     output = raw.get("output_ids")
     if isinstance(output, list) and all(isinstance(i, int) for i in output):
         found["output_ids"] = output
+        logprobs = _logprobs(raw)
+        if logprobs is not None and [entry[1] for entry in logprobs] == output:
+            found["output_logprobs"] = [entry[0] for entry in logprobs]
     return found
+
+
+def _logprobs(raw: dict[str, Any]) -> list[list[Any]] | None:
+    """sglang's `[logprob, token id, text]` of each generated token: a streamed reply's as the client gathered them,
+    an unstreamed one's in its meta_info."""
+    found = raw.get("output_token_logprobs", (raw.get("meta_info") or {}).get("output_token_logprobs"))
+    ok = isinstance(found, list) and all(isinstance(e, list) and len(e) >= 2 for e in found)
+    return found if ok else None
+
+
+def token_episode(episode: dict[str, Any]) -> dict[str, Any] | str:
+    """An episode (the openai-chat format's) as token data; why it has none, when a turn's ids were not recorded."""
+    turns = []
+    for turn in episode["turns"]:
+        prompt, output = turn.get("prompt_ids"), turn.get("output_ids")
+        if prompt is None or output is None:
+            return "no token ids (the chat wire, or a prompt sent as text)"
+        mask = [0] * len(prompt) + [1] * len(output)
+        logprobs = turn.get("output_logprobs")
+        turns.append({"prompt_ids": prompt, "output_ids": output, "output_logprobs": logprobs, "loss_mask": mask})
+    return {"format": TOKENS, "turns": turns, "reward": _reward(episode["metadata"]), "metadata": episode["metadata"]}
+
+
+def _reward(metadata: dict[str, Any]) -> float | None:
+    """The episode's reward: the score a task's tests wrote, else the verdict (1 verified, 0 otherwise; a tampered
+    episode 0 whatever its tests said); none where no verifier ran."""
+    if metadata["status"] == "tampered":
+        return 0.0
+    if metadata["reward"] is not None:
+        return metadata["reward"]
+    return float(metadata["verified"]) if metadata["verifier_ran"] else None
 
 
 def _turn(request: dict[str, Any], raw: dict[str, Any], body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -102,6 +148,7 @@ def _episode(started: Any, turns: list[dict[str, Any]], end: Any, verify: Any) -
         "attempt": started.attempt,
         "status": end.status if end else "",
         "verified": bool(end and end.status == "verified"),
+        "verifier_ran": verify is not None,
         "reward": verify.reward if verify else None,
         "tests_passed": verify.tests_passed if verify else None,
         "tests_total": verify.tests_total if verify else None,
@@ -162,9 +209,22 @@ def episodes(transcript: Path, skipped: Skipped | None = None) -> Iterator[dict[
         _no_reply(None, skipped)
 
 
-def export(path: Path, skipped: Skipped | None = None) -> Iterator[dict[str, Any]]:
-    """Episodes of a transcript, or of every trial of a bench directory (with the trial's record); `skipped` is
-    told why each thread or trial that gives none is left out."""
+def export(path: Path, skipped: Skipped | None = None, fmt: str = "openai-chat") -> Iterator[dict[str, Any]]:
+    """Episodes of a transcript, or of every trial of a bench directory (with the trial's record), in `fmt`;
+    `skipped` is told why each thread or trial that gives none is left out."""
+    if fmt != "tokens":
+        yield from _export(path, skipped)
+        return
+    for episode in _export(path, skipped):
+        tokens = token_episode(episode)
+        if isinstance(tokens, str):
+            if skipped is not None:
+                skipped(tokens)
+            continue
+        yield tokens
+
+
+def _export(path: Path, skipped: Skipped | None) -> Iterator[dict[str, Any]]:
     if path.is_file():
         for episode in episodes(path, skipped):
             episode["metadata"]["transcript"] = str(path)

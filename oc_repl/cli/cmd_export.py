@@ -18,10 +18,11 @@ from oc_repl.cli.exits import report_error
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["openai-chat"]),
+    type=click.Choice(["openai-chat", "tokens"]),
     default="openai-chat",
     show_default=True,
-    help="openai-chat: the exact messages and tools the model saw, plus its replies (README: Export).",
+    help="openai-chat: the exact messages and tools the model saw, plus its replies; tokens: per turn the prompt "
+    "and output ids, the output logprobs and the loss mask, and the reward, for RL (text-wire runs; README: Export).",
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here instead of stdout.")
 def export(source: Path, fmt: str, output: Path | None) -> None:
@@ -38,7 +39,7 @@ def export(source: Path, fmt: str, output: Path | None) -> None:
     left_out: Counter[str] = Counter()
     redact = redactor(configured_key())
     try:
-        count = _write(source, output, lambda episode: json_text(redact.data(episode)) + "\n", left_out)
+        count = _write(source, output, fmt, lambda episode: json_text(redact.data(episode)) + "\n", left_out)
     except BrokenPipeError:
         raise  # a reader that stopped (`| head`): handled as for every command
     except OSError as exc:  # a place that cannot be written (or read): the user's to fix, said plainly
@@ -46,11 +47,17 @@ def export(source: Path, fmt: str, output: Path | None) -> None:
         sys.exit(report_error(UsageError(f"cannot export: {exc.strerror or exc}{where}")))
     click.echo(f"{count} episodes exported", err=True)
     if left_out:  # training data loses nothing quietly: what holds no episode is counted, with why
-        why = ", ".join(f"{n} {reason}" for reason, n in left_out.most_common())
-        click.echo(f"{sum(left_out.values())} skipped: {why}", err=True)
+        click.echo(_skipped(left_out), err=True)
 
 
-def _write(source: Path, output: Path | None, line: Callable[[dict[str, Any]], str], left_out: Counter[str]) -> int:
+def _skipped(left_out: Counter[str]) -> str:
+    why = ", ".join(f"{n} {reason}" for reason, n in left_out.most_common())
+    return f"{sum(left_out.values())} skipped: {why}"
+
+
+def _write(
+    source: Path, output: Path | None, fmt: str, line: Callable[[dict[str, Any]], str], left_out: Counter[str]
+) -> int:
     """Every episode of `source` written as `line` makes it; how many. The whole export is written aside first
     (beside -o, to replace it at once; else a file of its own, copied to stdout at the end): a bad line found late,
     or an exit on the way, leaves nothing behind."""
@@ -67,13 +74,14 @@ def _write(source: Path, output: Path | None, line: Callable[[dict[str, Any]], s
     with atomic_writer(output) if output else tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
         count = 0
         try:
-            for episode in episodes(source, lambda why: left_out.update([why])):
+            for episode in episodes(source, lambda why: left_out.update([why]), fmt):
                 spool.write(line(episode))
                 count += 1
         except BadInput as exc:
             sys.exit(report_error(UsageError(str(exc), hint="a record that cannot be read is not exported in part")))
         if not count:
-            sys.exit(report_error(UsageError(f"{source} holds no episode with a model reply to export")))
+            why = f" ({_skipped(left_out)})" if left_out else ""
+            sys.exit(report_error(UsageError(f"{source} holds no episode with a model reply to export{why}")))
         if output is None:
             spool.seek(0)
             shutil.copyfileobj(spool, sys.stdout)

@@ -43,8 +43,8 @@ NEUTRAL = {"min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0, "fr
 
 
 def generate_body(prompt: Prompt, sampling_params: dict[str, Any], stream: bool = False, logprobs: bool = True) -> dict:
-    """The body of sglang's `/generate`. A streamed reply with logprobs repeats all of them in every event (the text
-    is cumulative), so a caller that streams usually asks for none."""
+    """The body of sglang's `/generate`. Its logprobs are what makes a record RL data (training asked for them);
+    streamed, a server without `--incremental-streaming-output` repeats them all in every event, as it does the ids."""
     body: dict[str, Any] = {"input_ids": list(prompt)} if isinstance(prompt, list) else {"text": prompt}
     body["sampling_params"] = dict(sampling_params)
     body["return_logprob"] = logprobs
@@ -54,8 +54,8 @@ def generate_body(prompt: Prompt, sampling_params: dict[str, Any], stream: bool 
 
 
 def generate_request(model: str, prompt: Prompt, sampling_params: dict[str, Any], stream: bool = False) -> dict:
-    """`generate_body` as every text wire's builder is called; logprobs asked for unstreamed only."""
-    return generate_body(prompt, sampling_params, stream=stream, logprobs=not stream)
+    """`generate_body` as every text wire's builder is called, logprobs asked for streamed or not."""
+    return generate_body(prompt, sampling_params, stream=stream)
 
 
 def completions_body(model: str, prompt: Prompt, sampling_params: dict[str, Any], stream: bool = False) -> dict:
@@ -246,6 +246,7 @@ class TextStream:
         self.usage: dict[str, Any] | None = None
         self.done = False
         self.output_ids: list[int] | None = None  # the reply's ids, when the server sends them
+        self.output_logprobs: list[Any] | None = None  # and their logprobs, as sglang gives them
         self.started = time.monotonic() if started is None else started
         self.ttft: float | None = None
         self._router = ThinkRouter(on_delta) if on_delta else None
@@ -286,13 +287,16 @@ class TextStream:
         reply.raw = {"chunks": self.chunks, "text": self.text, "finish_reason": self.finish, **reply.raw}
         if self.output_ids is not None:
             reply.raw["output_ids"] = self.output_ids
+        if self.output_logprobs is not None:
+            reply.raw["output_token_logprobs"] = self.output_logprobs
         reply.ttft_s, reply.duration_s = self.ttft, time.monotonic() - self.started
         return reply
 
 
 class GenerateStream(TextStream):
     """sglang's streamed `/generate`, cumulative or incremental. The events are kept as incremental ones (each with
-    its new text and ids only), so a long cumulative stream is not kept over and over; `output_ids` gathers the ids."""
+    its new text, ids and logprobs only), so a long cumulative stream is not kept over and over; `output_ids` and
+    `output_logprobs` gather them."""
 
     def _fold(self, chunk: dict[str, Any]) -> str:
         meta = _dict(chunk.get("meta_info"), "meta_info")
@@ -314,6 +318,12 @@ class GenerateStream(TextStream):
             new_ids = ids[len(known) :] if cumulative else ids
             self.output_ids = known + new_ids
             self.chunks[-1] = {**chunk, "text": delta, "output_ids": new_ids}
+        logprobs = meta.get("output_token_logprobs")
+        if isinstance(logprobs, list):  # [logprob, token id, token text or null] a token, cumulative as the ids
+            had = self.output_logprobs or []
+            new = logprobs[len(had) :] if cumulative else logprobs
+            self.output_logprobs = had + new
+            self.chunks[-1] = {**self.chunks[-1], "meta_info": {**meta, "output_token_logprobs": new}}
         finish, matched = generate_finish(meta)
         if finish is not None:
             self.finish, self.stop_was_string = finish, isinstance(matched, str)

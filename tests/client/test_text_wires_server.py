@@ -116,7 +116,7 @@ def test_a_streamed_generate_reads_as_the_unstreamed_one(serve, model, increment
     plain = generate_reply(post(url, generate_body(ids, sampling_params())).json(), 8192, TOOLS, EOS)
     shown: list[tuple[str, str]] = []
     stream = GenerateStream(lambda kind, delta: shown.append((kind, delta)), TOOLS, EOS)
-    payloads = events(url, generate_body(ids, sampling_params(), stream=True, logprobs=False))
+    payloads = events(url, generate_body(ids, sampling_params(), stream=True))
     for payload in payloads:
         stream.take(payload)
     reply = stream.reply(8192)
@@ -129,6 +129,12 @@ def test_a_streamed_generate_reads_as_the_unstreamed_one(serve, model, increment
     assert [(c.name, c.arguments) for c in reply.tool_calls] == [("shell_exec", LS)]
     assert "".join(d for k, d in shown if k == "content") == reply.content == "I will list the files. Ça va 😀"
     assert reply.usage.completion_tokens == plain.usage.completion_tokens
+    # the ids and their logprobs kept whole once, each event holding only its own: linear in the reply
+    assert reply.raw["output_ids"] == plain.raw["output_ids"]
+    assert reply.raw["output_token_logprobs"] == plain.raw["meta_info"]["output_token_logprobs"]
+    assert [lp[1] for lp in reply.raw["output_token_logprobs"]] == reply.raw["output_ids"]
+    kept = [c["meta_info"]["output_token_logprobs"] for c in reply.raw["chunks"]]
+    assert [lp for new in kept for lp in new] == reply.raw["output_token_logprobs"]
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])

@@ -89,7 +89,7 @@ def test_the_training_preset_sends_trainings_sampling_parameters(serve, tmp_path
     proc, _ = run(server, tmp_path, "--wire", "generate", "--tokenizer", str(model), "--sampling", "training")
     assert proc.returncode == 0, proc.stderr
     body = server.requests[-1]["body"]
-    assert body["sampling_params"] == sampling_params() and body["return_logprob"] is False  # streamed: no logprobs
+    assert body["sampling_params"] == sampling_params() and body["return_logprob"] is True  # streamed too
     assert set(body) == {"input_ids", "sampling_params", "return_logprob", "stream"}
 
 
@@ -213,3 +213,39 @@ def test_a_server_serving_another_model_is_named_and_warned_about(serve, tmp_pat
     (warning,) = [e for e in events if e["type"] == "error"]
     assert warning["kind"] == "warning" and f"--tokenizer names {model}" in warning["message"]
     assert "warning: the server serves /models/Other-7B" in proc.stderr
+
+
+@pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
+def test_the_token_export_of_a_generate_run_decodes_to_what_the_model_saw_and_wrote(serve, tmp_path, model, stream):
+    from tokenizers import Tokenizer
+
+    replies = [{"text": call_text("shell_exec", ECHO)}, {"text": "<think>\n\n</think>\n\nIt prints wired."}]
+    server = serve(script(model, replies))
+    more = ("--verify", "true", stream)
+    proc, events = run(server, tmp_path, "--wire", "generate", "--tokenizer", str(model), *more)
+    assert proc.returncode == 0, proc.stderr
+    exported = run_cli(["export", str(tmp_path / "t.jsonl"), "--format", "tokens"], tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    (episode,) = [json.loads(line) for line in exported.stdout.splitlines()]
+    assert episode["format"] == "oc-repl/tokens/1" and episode["reward"] == 1.0
+    decode = Tokenizer.from_file(str(model / "tokenizer.json")).decode
+    sent = [e["request"] for e in events if e["type"] == "request.sent"]
+    generated = [r["text"] for r in replies]
+    assert len(episode["turns"]) == len(sent) == 2
+    for turn, request, text in zip(episode["turns"], sent, generated, strict=True):
+        prompt, output = turn["prompt_ids"], turn["output_ids"]
+        # the model's own tokens, stop token included (no_stop_trim, as trained), after what it was shown
+        whole = decode(prompt + output, skip_special_tokens=False)
+        assert whole == rendered(model, request) + text + "<|im_end|>"
+        assert turn["loss_mask"] == [0] * len(prompt) + [1] * len(output)
+        assert len(turn["output_logprobs"]) == len(output) and all(
+            isinstance(lp, float) for lp in turn["output_logprobs"]
+        )
+
+
+def test_a_chat_wire_episode_has_no_token_data_and_is_skipped_saying_why(serve, tmp_path):
+    server = serve({"replies": [{"content": "Done."}]})
+    proc, _ = run(server, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    exported = run_cli(["export", str(tmp_path / "t.jsonl"), "--format", "tokens"], tmp_path)
+    assert exported.returncode == 2 and "1 skipped: 1 no token ids (the chat wire" in exported.stderr
