@@ -145,6 +145,19 @@ SCENARIOS: list[tuple[str, list[tuple[str, dict[str, Any]]], str | None]] = [
         "/app",
     ),
     (
+        "writes docker cp refuses, in an image with a WORKDIR",
+        [
+            ("shell_write_content_to_file", {"content": "x", "file_path": "/etc/passwd/x.txt"}),
+            ("shell_write_content_to_file", {"content": "x", "file_path": "etc/passwd/x.txt"}),
+            ("shell_write_content_to_file", {"content": "x", "file_path": "rel/x.txt"}),
+            ("shell_write_content_to_file", {"content": "x", "file_path": "./a/../rel2//deep/x.txt"}),
+            ("shell_write_content_to_file", {"content": "x", "file_path": "/etc/passwd/"}),
+            ("shell_write_content_to_file", {"content": "x", "file_path": "made/"}),
+            ("shell_exec", {"id": "a", "command": "head -1 /etc/passwd; ls /app; ls -d /rel /made 2>&1"}),
+        ],
+        "/app",
+    ),
+    (
         "missing and unexpected arguments",
         [
             ("shell_exec", {"id": "z"}),

@@ -80,11 +80,65 @@ def _write_like_upstream(tools: Tools, content: Any, file_path: Any) -> ToolResu
     target = posixpath.normpath(posixpath.join("/", file_path))
     if tools.test("-d", target):
         target = posixpath.join(target, f"temp_{uuid.uuid4().hex}.txt")
-    elif not tools.test("-d", posixpath.dirname(target)):
-        return _file_error(
-            tools, file_path, tools.notices.render("no_directory", path=posixpath.dirname(target)), target
-        )
+    else:
+        refusal = _copy_refusal(tools, file_path, target)
+        if refusal:
+            return _file_error(tools, file_path, refusal, target)
     return _put(tools, content, file_path, target)
+
+
+# What `docker cp` printed on its stderr (a line of its own) when it could not put a file where upstream's write
+# asked: the docker client's own error for a path that names a directory not there (pkg/archive's ErrDirNotExists),
+# and the daemon's (after the client's "Error response from daemon: ") for an extraction point that is a file
+# (ErrExtractPointNotDirectory) or missing (containerFileNotFound, naming the path and the container as the client
+# gave them): as docker 28.2's client and 20.10's daemon print them, words docker has kept for years.
+NO_SUCH_DIRECTORY = "no such directory\n"
+NOT_A_DIRECTORY = "Error response from daemon: extraction point is not a directory\n"
+NOT_FOUND = "Error response from daemon: Could not find the file {path} in container {container}\n"
+# camel named the container it was given; a sandbox that is no container has no name to give
+NO_CONTAINER = "container"
+
+
+def _copy_refusal(tools: Tools, file_path: str, target: str) -> str | None:
+    """Why the copy to `target` (no directory there) fails, worded by oc-repl or, without the deviation
+    copy_errors_worded, as docker's client and daemon answered upstream; None when it succeeds. The client puts the
+    file into the path's parent, taken as given (cleaned, not made absolute: the daemon reads it against /), unless
+    the path ends as a directory's does."""
+    own = tools.deviations.copy_errors_worded
+    if file_path.endswith("/") or posixpath.basename(file_path) == ".":
+        return tools.notices.render("no_directory", path=target) if own else NO_SUCH_DIRECTORY
+    state = _parent_state(tools, posixpath.dirname(target))
+    if state == "directory":
+        return None
+    if own or state == "under a file":  # the daemon's answer there names a path in its own storage
+        return tools.notices.render("no_directory", path=posixpath.dirname(target))
+    if state == "file":
+        return NOT_A_DIRECTORY
+    return NOT_FOUND.format(path=_cleaned_parent(file_path), container=_container_name(tools))
+
+
+def _cleaned_parent(path: str) -> str:
+    """The parent as docker's client names it: Go's filepath.Dir of filepath.Clean (which, unlike posixpath, makes a
+    leading // one /)."""
+    parent = posixpath.dirname(posixpath.normpath(path)) or "."
+    return "/" + parent.lstrip("/") if parent.startswith("//") else parent
+
+
+def _container_name(tools: Tools) -> str:
+    spec = tools.sandbox.reattach()
+    return spec.removeprefix("docker:") if spec.startswith("docker:") else NO_CONTAINER
+
+
+def _parent_state(tools: Tools, path: str) -> str:
+    """What is at the absolute, normalised `path`, in one command: "directory", "file" (anything else), "missing"
+    (its nearest existing ancestor a directory) or "under a file" (that ancestor not a directory)."""
+    q = shlex.quote(path)
+    script = (
+        f'p={q}; if [ -d "$p" ]; then echo directory; elif [ -e "$p" ] || [ -L "$p" ]; then echo file; else '
+        'while [ ! -e "$p" ] && [ ! -L "$p" ]; do p="${p%/*}"; p="${p:-/}"; done; '
+        'if [ -d "$p" ]; then echo missing; else echo under a file; fi; fi'
+    )
+    return tools.sandbox.exec(script, timeout=30).output.decode("utf-8", "replace").strip()
 
 
 def _put(tools: Tools, content: str, file_path: Any, target: str) -> ToolResult:

@@ -93,6 +93,11 @@ DEVIATIONS = (
         lambda s: s.relative_paths != "root",
     ),
     Deviation(
+        "copy_errors_worded",
+        "camel: a write upstream's procedure cannot copy (no directory where the file would go) is refused in "
+        "oc-repl's words",
+    ),
+    Deviation(
         "history_reshaped", "camel history as chosen", ("history",), lambda s: s.history != "training", default=False
     ),
     Deviation("own_turn_cap", "12 turns for camel", ("max_turns",), lambda s: s.max_turns != CAMEL_TRAINING_TURNS),

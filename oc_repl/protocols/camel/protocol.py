@@ -189,8 +189,9 @@ class CamelProtocol(AgentProtocol):
         if self.chat_agent is not None:
             found.append(self.chat_agent.asset)
         # The notices are the words of the deviations; with none in force (--exact, whatever the wire leaves) what is
-        # left of them (a person's refusal, the docker daemon's word on a missing directory) has no upstream copy to
-        # be checked against. The turn cap --exact accepts is the run's budget, not a text the model reads.
+        # left of them (a person's refusal, a write under a path through a file, where the docker daemon's answer
+        # names a path in its own storage) has no upstream copy to be checked against. The turn cap --exact accepts
+        # is the run's budget, not a text the model reads.
         if set(self.deviations.names()) - {row.name for row in WIRE_ROWS} - {"own_turn_cap"}:
             found.append(self.notices.asset)
         return [copy.copy(asset) for asset in found if asset is not None]

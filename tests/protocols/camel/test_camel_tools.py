@@ -223,3 +223,11 @@ def test_relative_paths_against_root_like_upstream(unconfined: LocalSandbox):
         assert Path(f"/tmp/{unique}/x.txt").read_text() == "2"
     finally:
         shutil.rmtree(f"/tmp/{unique}", ignore_errors=True)
+
+
+def test_exact_names_a_sandbox_that_is_no_container_container_in_the_daemons_words(unconfined: LocalSandbox):
+    toolbox = builtin_tools(unconfined, deviations=deviations.none())
+    file_path = f"tmp/oc-repl-test-{uuid.uuid4().hex[:8]}/x.txt"
+    failed = toolbox.call("shell_write_content_to_file", {"content": "1", "file_path": file_path})
+    error = f"Error response from daemon: Could not find the file {os.path.dirname(file_path)} in container container\n"
+    assert (failed.status, failed.text) == ("failed", M.render("file.error", file_path=file_path, error=error))
