@@ -9,8 +9,8 @@ Format `openai-chat` (one JSON line per episode):
                 "reply": {assistant message as received}, "finish_reason": "stop",
                 "prompt_ids": [...], "output_ids": [...],           # the ids: text wires, where recorded
                 "output_logprobs": [...]}, ...],                     # and each output id's logprob (/generate)
-     "metadata": {"task_name", "task", "protocol", "model", "thread_id", "attempt", "status", "verified",
-                  "verifier_ran", "reward", "tests_passed", "tests_total", "transcript",
+     "metadata": {"task_name", "task", "protocol", "model", "wire", "options", "thread_id", "attempt", "status",
+                  "verified", "verifier_ran", "reward", "tests_passed", "tests_total", "transcript",
                   and for a bench trial "bench": {...}}}
 `turns` is the exact record of every request; in camel's `training` history, which drops the model's earlier replies
 from later requests, only `turns` holds them all.
@@ -144,6 +144,9 @@ def _episode(started: Any, turns: list[dict[str, Any]], end: Any, verify: Any) -
         "task": started.task,
         "protocol": started.protocol,
         "model": started.model,
+        "wire": started.wire,
+        # the run's sampling and its protocol's own settings (camel: history, rich's line), as thread.started has them
+        "options": started.options,
         "thread_id": started.thread_id,
         "attempt": started.attempt,
         "status": end.status if end else "",

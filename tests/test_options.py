@@ -233,6 +233,29 @@ def test_bench_json_records_each_protocol_s_run_options_as_data_and_refuses_a_ch
         write_plan(out, tasks, 1, trial_options(bench_settings(tmp_path, max_turns=4, stream=False)))
 
 
+def test_bench_json_records_each_arms_protocol_settings_as_its_trials_run_them_defaults_included(tmp_path):
+    from oc_repl.bench.runner import protocol_settings, read_plan, trial_options, write_plan
+    from oc_repl.tasks.model import find_tasks
+
+    camel = "camel-terminal-toolkit"
+    settings = {
+        "exact": validate({"protocol": camel, "exact": True, "wire": "chat"}),
+        "rich15": validate({"protocol": camel, "camel_rich": "15"}),
+    }
+    out = tmp_path / "out"
+    tasks = find_tasks([ROOT / "examples" / "tasks" / "count-words"])
+    write_plan(out, tasks, 1, trial_options(settings), None, protocol_settings(settings))
+    recorded = read_plan(out)["protocol_settings"]
+    assert recorded["exact"] == {
+        "camel_rich": "14",
+        "history": "training",
+        "relative_paths": "root",
+        "observation_limit": 0,
+    }
+    assert recorded["rich15"]["camel_rich"] == "15" and recorded["rich15"]["relative_paths"] == "workdir"
+    assert "camel_rich" not in read_plan(out)["run_options"]["exact"]  # what the trials are given stays as given
+
+
 def test_a_bench_dir_that_recorded_flags_is_finished_when_its_options_are_the_same(tmp_path):
     from oc_repl.bench.runner import read_plan, trial_options, write_plan
     from oc_repl.tasks.model import find_tasks

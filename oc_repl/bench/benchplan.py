@@ -23,12 +23,18 @@ PLAN = "bench.json"
 
 
 def write_plan(
-    out: Path, tasks: Sequence[TaskDir], k: int, options: dict[str, dict[str, Any]], redact: Redactor | None = None
+    out: Path,
+    tasks: Sequence[TaskDir],
+    k: int,
+    options: dict[str, dict[str, Any]],
+    redact: Redactor | None = None,
+    in_force: dict[str, dict[str, Any]] | None = None,
 ) -> None:
     """DIR/bench.json: what this bench runs. A re-run must give a protocol the same run options, or its trials would
     mix two setups."""
     try:
-        before = read_plan(out).get("run_options") or {}
+        earlier = read_plan(out)
+        before = earlier.get("run_options") or {}
     except BadInput as exc:
         raise UsageError(str(exc), hint="choose another --out, or remove that file") from None
     for protocol, now in options.items():
@@ -45,6 +51,8 @@ def write_plan(
         "protocols": list(options),
         "k": k,
         "run_options": {**before, **options},
+        # each arm's protocol settings as its trials ran them, defaults included (camel: rich's line)
+        "protocol_settings": {**(earlier.get("protocol_settings") or {}), **(in_force or {})},
         "updated_at": time.time(),
     }
     make_dirs(out)

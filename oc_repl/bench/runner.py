@@ -300,3 +300,13 @@ def redactor_for(settings: dict[str, RunSettings]) -> Redactor:
 def trial_options(settings: dict[str, RunSettings]) -> dict[str, dict[str, Any]]:
     """The run options each arm's trials get, as bench.json records them: the data each trial is given."""
     return {arm: to_data(each) for arm, each in settings.items()}
+
+
+def protocol_settings(settings: dict[str, RunSettings]) -> dict[str, dict[str, Any]]:
+    """Each arm's protocol's own settings as its trials run them (defaults and `--exact`'s values included), for
+    bench.json: what a record of its trials means does not hang on a later release's defaults."""
+    found = {}
+    for arm, each in settings.items():
+        run = each.with_exact()
+        found[arm] = {k: v for k, v in run.own(run.protocol_kind().options).items() if v is not None}
+    return found

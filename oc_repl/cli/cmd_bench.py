@@ -153,7 +153,7 @@ def run_bench(
     from oc_repl import paths
     from oc_repl.bench.pertask import read_task_filter
     from oc_repl.bench.probe import check_servers
-    from oc_repl.bench.runner import default_jobs, redactor_for, trial_options, write_plan
+    from oc_repl.bench.runner import default_jobs, protocol_settings, redactor_for, trial_options, write_plan
     from oc_repl.errors import OcReplError, UsageError
     from oc_repl.sandbox.docker_container import connect
     from oc_repl.tasks.model import find_tasks
@@ -179,7 +179,7 @@ def run_bench(
         first = make(jobs)
         if first.queue:
             check_servers(settings)
-        write_plan(out, tasks, k, trial_options(settings), redactor_for(settings))
+        write_plan(out, tasks, k, trial_options(settings), redactor_for(settings), protocol_settings(settings))
     except OcReplError as exc:
         sys.exit(report_error(exc))
     code = _run_rounds(first, retry_rounds or 0, make)

@@ -40,9 +40,24 @@ def wire_lines(e: Any) -> list[str]:
         rendered = f" · template {template.sha256[:12]}" if template else ""
         sent = "token ids" if e.prompt == "token ids" else "sending text: no tokenizer loaded, the server tokenizes"
         lines.append(f"wire: {e.wire} · {sent}{rendered}")
-    if e.exact and e.deviations:
-        lines.append(f"exact, except: {', '.join(e.deviations)}")
+    if e.exact:
+        lines.append(exact_line(e))
     return lines
+
+
+def exact_line(e: Any) -> str:
+    """`exact`, with the protocol's own settings `--exact` leaves to the run (camel: rich's line), and what is still
+    not as trained."""
+    from oc_repl.errors import UsageError
+    from oc_repl.protocols import kind_of
+
+    try:
+        rows = kind_of(e.protocol).options
+    except UsageError:  # a protocol no longer installed: its record still says what it ran with
+        rows = ()
+    chosen = [f"{row.flag} {e.options[row.name]}" for row in rows if row.exact is None and row.name in e.options]
+    said = f"exact ({', '.join(chosen)})" if chosen else "exact"
+    return f"{said}, except: {', '.join(e.deviations)}" if e.deviations else said
 
 
 class _Waiting:

@@ -4,6 +4,7 @@ scheme is named, and the assets table explains its columns."""
 
 from __future__ import annotations
 
+import pytest
 from rich.console import Console
 
 from oc_repl.events import TurnCompleted, UsageInfo, VerifyCompleted
@@ -53,3 +54,14 @@ def test_the_assets_table_has_a_legend(tmp_path):
     proc = run_cli(["protocols", "list"], tmp_path)
     assert proc.returncode == 0
     assert "UPSTREAM: whether its sha256 is upstream's own: match, differs" in proc.stdout
+
+
+@pytest.mark.parametrize("line", ["14", "15"])
+def test_the_exact_header_names_the_rich_line_and_what_is_still_not_as_trained(serve, tmp_path, line):
+    server = serve({"replies": [answer("hello")]})
+    work = f"local:{tmp_path / 'w'}"
+    more = ["--exact", "--wire", "chat", "--camel-rich", line]
+    proc = run_cli(["run", "--api-base", server.url, "--sandbox", work, "--yes", *more, "hi"], tmp_path)
+    # the header comes first, whether or not the run then finds camel's upstream assets synced on this machine
+    first = proc.stderr.splitlines()[1]
+    assert first.startswith(f"exact (--camel-rich {line}), except: server_renders_tools, calls_may_be_constrained")
