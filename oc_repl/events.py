@@ -192,6 +192,8 @@ class ThreadStarted(Record):
     # seconds spent before the thread started, by what they went to: "sandbox" (opened), "baseline" (the verifier's
     # look before the agent), "server" (the model's name and what it serves, asked of the server)
     startup: dict[str, float] = field(default_factory=dict)
+    # a transcript's format from here on (oc_repl/transcript_delta.py); none in format 1 and outside transcripts
+    transcript: int | None = None
 
 
 @event
@@ -208,7 +210,9 @@ class TurnStarted(Record):
 class RequestSent(Record):
     """The request of a turn (the API key is never in it): the protocol's messages and options, and `body`, what
     went on the wire: `{"wire", "route", "json": the body posted, "prompt_tokens", "cut"}` (on the chat wire the
-    body's messages are left out when they are the request's own)."""
+    body's messages are left out when they are the request's own). A transcript may write `request` and `body` as
+    `{"$edit": [head, middle, tail]}`, an edit of the thread's previous request (oc_repl/transcript_delta.py); its
+    readers give them whole."""
 
     type: Literal["request.sent"] = "request.sent"
     ts: float = field(default_factory=_now)

@@ -1,4 +1,6 @@
-"""Append-only JSONL transcripts, flushed per event so a crash or Ctrl-C leaves a readable file."""
+"""Append-only JSONL transcripts, flushed per event so a crash or Ctrl-C leaves a readable file. Each request is
+written against the one before it in its thread (format 2: oc_repl/transcript_delta.py), so a transcript grows with
+the work, not with the square of the turns; the readers here give every request whole."""
 
 from __future__ import annotations
 
@@ -8,8 +10,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from oc_repl import paths
-from oc_repl.event_json import to_json
+from oc_repl.event_json import json_text, to_dict
 from oc_repl.private import make_dirs, open_private
+from oc_repl.transcript_delta import VERSION, Requests, Unrebuildable
 
 # Streamed fragments are noise in a record that already holds every raw reply.
 SKIPPED_TYPES = {"item.updated"}
@@ -30,6 +33,7 @@ class TranscriptWriter:
         self._secrets = secrets  # the API key; the environment's secrets are added on the first event
         self._redact: Any = None
         self._file: IO[str] = open_private(path, "a")
+        self._requests = Requests()
 
     def __call__(self, event: Any) -> None:
         if event.type in SKIPPED_TYPES or self._file.closed:
@@ -38,7 +42,13 @@ class TranscriptWriter:
             from oc_repl.redact import redactor
 
             self._redact = redactor(*self._secrets)
-        self._file.write(self._redact.json_line(to_json(event)) + "\n")
+        data = to_dict(event)
+        if event.type == "thread.started":
+            self._requests.start()
+            data["transcript"] = VERSION
+        elif event.type == "request.sent":
+            data = self._requests.write(data, self._redact.json_line)
+        self._file.write(self._redact.json_line(json_text(data)) + "\n")
         self._file.flush()
 
     def close(self) -> None:
@@ -51,12 +61,20 @@ def numbered_events(path: Path) -> Iterator[tuple[int, Any]]:
     from oc_repl.event_read import adapter
     from oc_repl.safejson import BadInput, lines
 
+    requests = Requests()
     for number, data in lines(path):
         if isinstance(data, BadInput):
             yield number, data
             continue
+        kind = data.get("type") if isinstance(data, dict) else None
         try:
+            if kind == "thread.started":
+                requests.start()
+            elif kind == "request.sent":
+                data = requests.read(data)
             yield number, adapter().validate_python(data)
+        except Unrebuildable as exc:
+            yield number, BadInput(path, f"not an oc-repl event ({exc})", number)
         except ValueError as exc:  # pydantic's ValidationError: the first problem, and where it is
             yield number, BadInput(path, _first_error(exc), number)
 

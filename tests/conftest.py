@@ -144,6 +144,25 @@ def invoke_cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Co
 
 
 def read_jsonl(path: Path) -> list[dict]:
+    """The lines of a JSONL file as JSON; in a transcript, each request whole, as every reader of them gives it (a
+    transcript writes each against the one before: tests/test_transcript_format.py holds the two together)."""
+    from oc_repl.transcript_delta import Requests
+
+    requests, found = Requests(), []
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        data = json.loads(line)
+        if isinstance(data, dict) and data.get("type") == "thread.started":
+            requests.start()
+        elif isinstance(data, dict) and data.get("type") == "request.sent":
+            data = requests.read(data)
+        found.append(data)
+    return found
+
+
+def raw_jsonl(path: Path) -> list[dict]:
+    """The lines of a JSONL file as JSON, as written."""
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 

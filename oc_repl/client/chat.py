@@ -50,6 +50,7 @@ OnRetry = Callable[[str, int], None]
 _MODELS_TIMEOUT = 60.0
 _ERROR_BODY, _ERROR_BODY_SECONDS = 64 * 1024, 10.0  # an error body is read no further: its start says what went wrong
 _MEMO_LIMIT = 1024  # history arguments remembered as checked; a long shell session starts over past this
+_STREAMED = {"stream": True, "stream_options": {"include_usage": True}}  # a streamed request's switches
 
 
 class ChatClient:
@@ -145,6 +146,8 @@ class ChatClient:
         """The request as it will go on the wire (what `request.sent` records), before it is sent."""
         if self.prompts is None:
             body = self._request_body(messages, options)
+            if bool(options.get("stream", self.stream)) and (self.stream_tools or "tools" not in body):
+                body = {**body, **_STREAMED}  # recorded as posted: a stream refused is retried without them
             return Prepared(self.wire.name, body, messages_in_body=body["messages"] is not messages)
         stream = bool(options.get("stream", self.stream))
         return self.prompts.prepare(messages, options, self.model or self.resolve_model(), stream)
@@ -160,8 +163,7 @@ class ChatClient:
         body = self.last_request = prepared.body
         if self.prompts is not None:
             return self._with_retries(lambda: self._text_reply(prepared, on_delta))
-        wanted = bool(options.get("stream", self.stream))
-        stream = self._streaming = wanted and (self.stream_tools or "tools" not in body)
+        stream = self._streaming = bool(body.get("stream"))
         max_tokens = options.get("max_tokens") or options.get("max_completion_tokens")
         if stream:
             try:
@@ -240,8 +242,7 @@ class ChatClient:
 
     def _streamed(self, body: dict[str, Any], max_tokens: int | None, on_delta: OnDelta | None) -> Reply:
         started = time.monotonic()
-        wire = {**body, "stream": True, "stream_options": {"include_usage": True}}
-        with closing(self._open("POST", self._chat_url, wire, self._stream_timeout)) as response:
+        with closing(self._open("POST", self._chat_url, body, self._stream_timeout)) as response:
             reader = StreamReader(on_delta, self.idle_timeout, started)  # the idle clock starts with the stream
             try:
                 reader.read(response.iter_bytes())
@@ -284,6 +285,7 @@ class ChatClient:
     def _plain_fallback(self, body: dict[str, Any], max_tokens: int | None) -> Reply:
         """The same request unstreamed; later requests with tools skip the stream attempt."""
         self.stream_tools = self._streaming = False
+        body = {key: value for key, value in body.items() if key not in _STREAMED}
         httpx = self._httpx
 
         def attempt() -> Reply:
