@@ -55,6 +55,7 @@ BENCHES = [
     Bench("terminus_wait", "terminus_wait.py", quick=("--commands", "3"), needs=("tmux",)),
     Bench("pty_render", "pty_render.py", quick=("--megabytes", "0.3")),
     Bench("report_scale", "report_scale.py", quick=("--trials", "1000")),
+    Bench("export_scale", "export_scale.py", quick=("--trials", "10", "--turns", "50")),
     Bench("tokenize_cost", "tokenize_cost.py", quick=("--runs", "3", "--tokens", "4000")),
     Bench("wire_overhead", "wire_overhead.py", quick=("--turns", "5", "--tokens", "4000")),
     Bench(

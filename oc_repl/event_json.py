@@ -37,13 +37,17 @@ def to_json(value: Any) -> str:
     return json_text(to_dict(value))
 
 
-def json_text(data: Any) -> str:
+def json_text(data: Any, escape: bool | None = None) -> str:
     """JSON data as one line. Text that cannot be written as UTF-8 (a lone surrogate a model or a sandbox produced)
-    is written with JSON's \\u escapes instead, so a transcript line is always valid."""
-    line = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    is written with JSON's \\u escapes instead, so a transcript line is always valid. `escape` True: all of it in
+    escapes; False: none, a UnicodeEncodeError where that cannot be (for a line written a piece at a time)."""
+    line = json.dumps(data, ensure_ascii=bool(escape), separators=(",", ":"))
     try:
-        line.encode("utf-8")
+        if not escape:
+            line.encode("utf-8")
     except UnicodeEncodeError:
+        if escape is False:
+            raise
         line = json.dumps(data, separators=(",", ":"))
     # translate() to longer replacements is slow on a long line (a request of 16k token ids): most have none of them
     return line.translate(_LINE_BREAKS) if any(c in line for c in _BREAKS) else line

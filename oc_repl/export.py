@@ -30,9 +30,11 @@ sends, is a BadInput naming the file and the line. Only a last line cut by a cra
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from oc_repl.event_json import json_text
 from oc_repl.safejson import BadInput
 
 FORMAT = "oc-repl/openai-chat/1"
@@ -97,17 +99,25 @@ def _logprobs(raw: dict[str, Any]) -> list[list[Any]] | None:
     return found if ok else None
 
 
-def token_episode(episode: dict[str, Any]) -> dict[str, Any] | str:
-    """An episode (the openai-chat format's) as token data; why it has none, when a turn's ids were not recorded."""
-    turns = []
-    for turn in episode["turns"]:
-        prompt, output = turn.get("prompt_ids"), turn.get("output_ids")
-        if prompt is None or output is None:
-            return "no token ids (the chat wire, or a prompt sent as text)"
-        mask = [0] * len(prompt) + [1] * len(output)
-        logprobs = turn.get("output_logprobs")
-        turns.append({"prompt_ids": prompt, "output_ids": output, "output_logprobs": logprobs, "loss_mask": mask})
-    return {"format": TOKENS, "turns": turns, "reward": _reward(episode["metadata"]), "metadata": episode["metadata"]}
+def _turn(request: dict[str, Any], raw: dict[str, Any], body: dict[str, Any] | None = None) -> dict[str, Any]:
+    options = dict(request)
+    messages, tools = options.pop("messages", []), options.pop("tools", None)
+    if not isinstance(messages, list) or not isinstance(tools, list | None):
+        raise ValueError("a request whose messages or tools are not lists")
+    reply, finish = _reply_message(raw)
+    turn = {"messages": messages, "tools": tools, "options": options, "reply": reply, "finish_reason": finish}
+    return {**turn, **_token_ids(body or {}, raw)}
+
+
+def _token_turn(turn: dict[str, Any]) -> dict[str, Any]:
+    prompt, output = turn["prompt_ids"], turn["output_ids"]
+    mask = [0] * len(prompt) + [1] * len(output)
+    return {
+        "prompt_ids": prompt,
+        "output_ids": output,
+        "output_logprobs": turn.get("output_logprobs"),
+        "loss_mask": mask,
+    }
 
 
 def _reward(metadata: dict[str, Any]) -> float | None:
@@ -120,43 +130,62 @@ def _reward(metadata: dict[str, Any]) -> float | None:
     return float(metadata["verified"]) if metadata["verifier_ran"] else None
 
 
-def _turn(request: dict[str, Any], raw: dict[str, Any], body: dict[str, Any] | None = None) -> dict[str, Any]:
-    options = dict(request)
-    messages, tools = options.pop("messages", []), options.pop("tools", None)
-    if not isinstance(messages, list) or not isinstance(tools, list | None):
-        raise ValueError("a request whose messages or tools are not lists")
-    reply, finish = _reply_message(raw)
-    turn = {"messages": messages, "tools": tools, "options": options, "reply": reply, "finish_reason": finish}
-    return {**turn, **_token_ids(body or {}, raw)}
+@dataclass
+class Thread:
+    """What a first reading of one thread of a transcript keeps: not its turns, which are read again as they are
+    written, one at a time (a long episode's line holds every request whole)."""
+
+    start: int  # the line of its thread.started
+    started: Any
+    turns: int = 0
+    with_ids: int = 0  # turns whose prompt and output ids were recorded
+    last: dict[str, Any] = field(default_factory=dict)  # its last turn
+    end: Any = None
+    verify: Any = None
+
+    def metadata(self) -> dict[str, Any]:
+        started, end, verify = self.started, self.end, self.verify
+        return {
+            "task_name": started.task_name,
+            "task": started.task,
+            "protocol": started.protocol,
+            "model": started.model,
+            "wire": started.wire,
+            # the run's sampling and its protocol's own settings (camel: history, rich's line), as thread.started has
+            "options": started.options,
+            "thread_id": started.thread_id,
+            "attempt": started.attempt,
+            "status": end.status if end else "",
+            "verified": bool(end and end.status == "verified"),
+            "verifier_ran": verify is not None,
+            "reward": verify.reward if verify else None,
+            "tests_passed": verify.tests_passed if verify else None,
+            "tests_total": verify.tests_total if verify else None,
+        }
 
 
-def _episode(started: Any, turns: list[dict[str, Any]], end: Any, verify: Any) -> dict:
-    last = turns[-1]
-    episode: dict[str, Any] = {
-        "format": FORMAT,
-        "messages": [*last["messages"], *([last["reply"]] * bool(last["reply"]))],
-    }
-    if last.get("tools"):
-        episode["tools"] = last["tools"]
-    episode["turns"] = turns
-    episode["metadata"] = {
-        "task_name": started.task_name,
-        "task": started.task,
-        "protocol": started.protocol,
-        "model": started.model,
-        "wire": started.wire,
-        # the run's sampling and its protocol's own settings (camel: history, rich's line), as thread.started has them
-        "options": started.options,
-        "thread_id": started.thread_id,
-        "attempt": started.attempt,
-        "status": end.status if end else "",
-        "verified": bool(end and end.status == "verified"),
-        "verifier_ran": verify is not None,
-        "reward": verify.reward if verify else None,
-        "tests_passed": verify.tests_passed if verify else None,
-        "tests_total": verify.tests_total if verify else None,
-    }
-    return episode
+@dataclass
+class Episode:
+    """One line of the export: the keys before its turns, its turns (read from the transcript when written), the keys
+    after them."""
+
+    before: dict[str, Any]
+    turns: Callable[[], Iterator[dict[str, Any]]]
+    after: dict[str, Any]
+
+    def write(self, out: IO[str], redact: Callable[[Any], Any] = lambda data: data) -> None:
+        """As `json_text` writes the whole object, a turn at a time: in UTF-8, or, when any text cannot be written in
+        it (a lone surrogate), the whole line in JSON's escapes."""
+        try:
+            out.write("".join(self._pieces(redact, escape=False)))
+        except UnicodeEncodeError:
+            out.write("".join(self._pieces(redact, escape=True)))
+
+    def _pieces(self, redact: Callable[[Any], Any], escape: bool) -> Iterator[str]:
+        yield json_text(redact(self.before), escape)[:-1] + ',"turns":['
+        for n, turn in enumerate(self.turns()):
+            yield ("," if n else "") + json_text(redact(turn), escape)
+        yield "]," + json_text(redact(self.after), escape)[1:] + "\n"
 
 
 Skipped = Callable[[str], None]  # told why each thread or trial that holds no episode is left out
@@ -168,70 +197,111 @@ def _no_reply(end: Any, skipped: Skipped | None) -> None:
         skipped(f"no model reply ({status})")
 
 
-def episodes(transcript: Path, skipped: Skipped | None = None) -> Iterator[dict[str, Any]]:
-    """The episodes of one transcript; one cut short by a crash ends where the transcript does. A thread the model
-    never answered is no episode: `skipped` is told so."""
+def _turns(transcript: Path, start: int = 0) -> Iterator[tuple[int, str, Any]]:
+    """(line, what, value) of the transcript from line `start`: ("started", thread.started), ("turn", its dict),
+    ("verify", verify.completed), ("end", thread.completed); a bad line raises BadInput, a cut last one ends it."""
     from oc_repl.transcript import numbered_events
 
-    started: Any = None
-    turns: list[dict[str, Any]] = []
     pending: dict[str, Any] | None = None
     body: dict[str, Any] = {}
-    verify: Any = None
-    for number, event in numbered_events(transcript):
+    for number, event in numbered_events(transcript, start):
         if isinstance(event, BadInput):
             if event.cut:  # a line cut by a crash
-                break
+                return
             raise event
         kind = event.type
         if kind == "thread.started":
-            if started is not None and turns:
-                yield _episode(started, turns, None, verify)
-            elif started is not None:
-                _no_reply(None, skipped)
-            started, turns, pending, verify = event, [], None, None
+            pending = None
+            yield number, "started", event
         elif kind == "request.sent":
             pending, body = event.request, event.body  # a retry replaces the request it repeats
         elif kind == "response.received" and pending is not None:
             try:
-                turns.append(_turn(pending, event.raw, body))
+                yield number, "turn", _turn(pending, event.raw, body)
             except ValueError as exc:
                 raise BadInput(transcript, str(exc), number) from None
             pending = None
         elif kind == "verify.completed":
-            verify = event
-        elif kind == "thread.completed" and started is not None:
-            if turns:
-                yield _episode(started, turns, event, verify)
-            else:
-                _no_reply(event, skipped)
-            started, turns = None, []
-    if started is not None and turns:
-        yield _episode(started, turns, None, verify)
-    elif started is not None:
-        _no_reply(None, skipped)
+            yield number, "verify", event
+        elif kind == "thread.completed":
+            yield number, "end", event
 
 
-def export(path: Path, skipped: Skipped | None = None, fmt: str = "openai-chat") -> Iterator[dict[str, Any]]:
-    """Episodes of a transcript, or of every trial of a bench directory (with the trial's record), in `fmt`;
-    `skipped` is told why each thread or trial that gives none is left out."""
-    if fmt != "tokens":
-        yield from _export(path, skipped)
-        return
-    for episode in _export(path, skipped):
-        tokens = token_episode(episode)
-        if isinstance(tokens, str):
-            if skipped is not None:
-                skipped(tokens)
+def threads(transcript: Path, skipped: Skipped | None = None) -> Iterator[Thread]:
+    """The threads of one transcript the model answered, read once; one cut short by a crash ends where the transcript
+    does. A thread the model never answered is no episode: `skipped` is told so."""
+    thread: Thread | None = None
+    for number, what, value in _turns(transcript):
+        if what == "started":
+            if thread is not None:
+                yield from _answered(thread, skipped)
+            thread = Thread(number, value)
+        elif thread is None:
             continue
-        yield tokens
+        elif what == "turn":
+            thread.turns += 1
+            thread.with_ids += "prompt_ids" in value and "output_ids" in value
+            thread.last = value
+        elif what == "verify":
+            thread.verify = value
+        else:
+            thread.end = value
+            yield from _answered(thread, skipped)
+            thread = None
+    if thread is not None:
+        yield from _answered(thread, skipped)
 
 
-def _export(path: Path, skipped: Skipped | None) -> Iterator[dict[str, Any]]:
+def _answered(thread: Thread, skipped: Skipped | None) -> Iterator[Thread]:
+    if thread.turns:
+        yield thread
+    else:
+        _no_reply(thread.end, skipped)
+
+
+def _thread_turns(transcript: Path, thread: Thread) -> Iterator[dict[str, Any]]:
+    """The thread's turns, read again from its start."""
+    for number, what, value in _turns(transcript, thread.start):
+        if what == "turn":
+            yield value
+        elif what in ("started", "end") and number != thread.start:
+            return
+
+
+def episode(transcript: Path, thread: Thread, fmt: str, extra: dict[str, Any]) -> Episode | str:
+    """The thread as a line of `fmt`; why it gives none, for a tokens line of a turn whose ids were not recorded."""
+    metadata = {**thread.metadata(), **extra}
+    last = thread.last
+    if fmt == "tokens":
+        if thread.with_ids < thread.turns:
+            return "no token ids (the chat wire, or a prompt sent as text)"
+        turns = lambda: (_token_turn(t) for t in _thread_turns(transcript, thread))  # noqa: E731
+        return Episode({"format": TOKENS}, turns, {"reward": _reward(metadata), "metadata": metadata})
+    before: dict[str, Any] = {
+        "format": FORMAT,
+        "messages": [*last["messages"], *([last["reply"]] * bool(last["reply"]))],
+    }
+    if last.get("tools"):
+        before["tools"] = last["tools"]
+    return Episode(before, lambda: _thread_turns(transcript, thread), {"metadata": metadata})
+
+
+def export(path: Path, skipped: Skipped | None = None, fmt: str = "openai-chat") -> Iterator[Episode]:
+    """The episodes of a transcript, or of every trial of a bench directory (with the trial's record), in `fmt`;
+    `skipped` is told why each thread or trial that gives none is left out."""
+    for transcript, extra in _transcripts(path, skipped):
+        for thread in threads(transcript, skipped):
+            made = episode(transcript, thread, fmt, extra)
+            if isinstance(made, str):
+                if skipped is not None:
+                    skipped(made)
+                continue
+            yield made
+
+
+def _transcripts(path: Path, skipped: Skipped | None) -> Iterator[tuple[Path, dict[str, Any]]]:
     if path.is_file():
-        for episode in episodes(path, skipped):
-            episode["metadata"]["transcript"] = str(path)
-            yield episode
+        yield path, {"transcript": str(path)}
         return
     from oc_repl.bench.results import load_results, transcript_of
 
@@ -241,13 +311,11 @@ def _export(path: Path, skipped: Skipped | None) -> Iterator[dict[str, Any]]:
             if skipped is not None:
                 skipped(f"no transcript ({result.failure_mode})")
             continue
-        for episode in episodes(transcript, skipped):
-            episode["metadata"]["transcript"] = str(transcript)
-            episode["metadata"]["bench"] = {
-                "task": result.task,
-                "protocol": result.protocol,
-                "trial": result.attempt,
-                "failure_mode": result.failure_mode,
-                "resolved": result.resolved,
-            }
-            yield episode
+        bench = {
+            "task": result.task,
+            "protocol": result.protocol,
+            "trial": result.attempt,
+            "failure_mode": result.failure_mode,
+            "resolved": result.resolved,
+        }
+        yield transcript, {"transcript": str(transcript), "bench": bench}

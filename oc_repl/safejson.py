@@ -85,19 +85,18 @@ def load_file(path: Path) -> Any:
         raise BadInput(path, str(exc), getattr(exc, "line", None)) from None
 
 
-def lines(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line number, value) for every non-blank line of a JSON-lines file, the value of a bad line a BadInput (marked
-    `cut` when it is the last and has no newline): a reader decides whether it goes on. A file that cannot be read
-    raises BadInput."""
+def lines(path: Path, start: int = 0) -> Iterator[tuple[int, Any]]:
+    """(line number, value) for every non-blank line of a JSON-lines file from line `start` on, read a line at a
+    time; the value of a bad line a BadInput (marked `cut` when it is the last and has no newline): a reader decides
+    whether it goes on. A file that cannot be read raises BadInput."""
     try:
-        data = path.read_bytes()
+        with path.open("rb") as file:
+            for number, chunk in enumerate(file, 1):
+                if number < start or not chunk.strip():
+                    continue
+                try:
+                    yield number, loads(chunk)
+                except ValueError as exc:
+                    yield number, BadInput(path, str(exc), number, cut=not chunk.endswith(b"\n"))
     except OSError as exc:
         raise BadInput(path, f"cannot be read: {exc.strerror or exc}") from None
-    chunks = data.split(b"\n")
-    for number, chunk in enumerate(chunks, 1):
-        if not chunk.strip():
-            continue
-        try:
-            yield number, loads(chunk)
-        except ValueError as exc:
-            yield number, BadInput(path, str(exc), number, cut=number == len(chunks))

@@ -55,14 +55,15 @@ class TranscriptWriter:
         self._file.close()
 
 
-def numbered_events(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line number, event) for each line of a transcript; the event of a line that is not one is an
-    oc_repl.safejson.BadInput naming the file and the line (`cut` for an unterminated last line)."""
+def numbered_events(path: Path, start: int = 0) -> Iterator[tuple[int, Any]]:
+    """(line number, event) for each line of a transcript (from line `start`, a thread's `thread.started`); the event
+    of a line that is not one is an oc_repl.safejson.BadInput naming the file and the line (`cut` for an unterminated
+    last line)."""
     from oc_repl.event_read import adapter
     from oc_repl.safejson import BadInput, lines
 
     requests = Requests()
-    for number, data in lines(path):
+    for number, data in lines(path, start):
         if isinstance(data, BadInput):
             yield number, data
             continue

@@ -160,3 +160,23 @@ def test_an_output_that_cannot_be_written_is_a_clear_error(serve, tmp_path):
     proc = run_cli(["export", str(transcript), "-o", str(blocked / "episodes.jsonl")], tmp_path)
     assert proc.returncode == 2 and "cannot export: Not a directory" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_line_written_a_turn_at_a_time_is_the_whole_episodes_json(serve, tmp_path):
+    import io
+
+    from oc_repl.event_json import json_text
+    from oc_repl.export import export
+
+    transcript = tmp_path / "t.jsonl"
+    for replies in ([exec_call("echo hi"), answer("Made it.")], [exec_call("echo \ud800 odd"), answer("ok")]):
+        proc, _ = run_episode(serve, tmp_path, transcript, replies)
+        assert proc.returncode == 0, proc.stderr
+    made = list(export(transcript))
+    assert len(made) == 2
+    for episode in made:
+        written = io.StringIO()
+        episode.write(written)
+        whole = {**episode.before, "turns": list(episode.turns()), **episode.after}
+        assert written.getvalue() == json_text(whole) + "\n"
+    assert "\\ud800" in json_text({**made[1].before, "turns": list(made[1].turns())})  # the escaped line

@@ -26,7 +26,9 @@ EXAMPLES = int(os.environ.get("OC_REPL_FUZZ_EXAMPLES", "100"))
 
 
 def camel_turns(n: int) -> list[dict]:
-    calls = [{"id": f"s{i}", "command": f"echo turn {i:04d} {PADDING}", "block": True, "timeout": None} for i in range(n)]
+    calls = [
+        {"id": f"s{i}", "command": f"echo turn {i:04d} {PADDING}", "block": True, "timeout": None} for i in range(n)
+    ]
     return [{"text": call_text("shell_exec", c)} for c in calls]
 
 
@@ -99,7 +101,9 @@ def test_a_transcript_of_format_1_reads_as_it_did(serve, tmp_path):
 
 # --- the format on its own: any sequence of requests, written and read back -------------------------------------
 
-scalar = st.one_of(st.integers(-3, 3), st.floats(allow_nan=False, allow_infinity=False), st.booleans(), st.none(), st.text(max_size=5))
+scalar = st.one_of(
+    st.integers(-3, 3), st.floats(allow_nan=False, allow_infinity=False), st.booleans(), st.none(), st.text(max_size=5)
+)
 value = st.recursive(scalar, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner))
 message = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "tool"]), "content": value})
 # how each request follows the one before: messages appended, some dropped or changed, tools and options changed

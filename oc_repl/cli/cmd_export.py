@@ -29,17 +29,16 @@ def export(source: Path, fmt: str, output: Path | None) -> None:
     """Write each episode of a transcript, or of every trial of a bench directory, as one JSON line.
 
     Every episode is read before anything is written: a bad line stops the export (exit 2, naming the file and the
-    line) and leaves no part of it behind. Episodes go to a file as they are read, one at a time, so memory stays
-    flat however many there are."""
+    line) and leaves no part of it behind. Episodes go to a file as they are read, a turn at a time, so memory stays
+    flat however many there are and however long."""
     from oc_repl.errors import UsageError
-    from oc_repl.events import json_text
     from oc_repl.redact import redactor
     from oc_repl.sources import configured_key
 
     left_out: Counter[str] = Counter()
     redact = redactor(configured_key())
     try:
-        count = _write(source, output, fmt, lambda episode: json_text(redact.data(episode)) + "\n", left_out)
+        count = _write(source, output, fmt, redact.data, left_out)
     except BrokenPipeError:
         raise  # a reader that stopped (`| head`): handled as for every command
     except OSError as exc:  # a place that cannot be written (or read): the user's to fix, said plainly
@@ -55,10 +54,8 @@ def _skipped(left_out: Counter[str]) -> str:
     return f"{sum(left_out.values())} skipped: {why}"
 
 
-def _write(
-    source: Path, output: Path | None, fmt: str, line: Callable[[dict[str, Any]], str], left_out: Counter[str]
-) -> int:
-    """Every episode of `source` written as `line` makes it; how many. The whole export is written aside first
+def _write(source: Path, output: Path | None, fmt: str, redact: Callable[[Any], Any], left_out: Counter[str]) -> int:
+    """Every episode of `source` written, its data redacted; how many. The whole export is written aside first
     (beside -o, to replace it at once; else a file of its own, copied to stdout at the end): a bad line found late,
     or an exit on the way, leaves nothing behind."""
     import shutil
@@ -75,7 +72,7 @@ def _write(
         count = 0
         try:
             for episode in episodes(source, lambda why: left_out.update([why]), fmt):
-                spool.write(line(episode))
+                episode.write(spool, redact)
                 count += 1
         except BadInput as exc:
             sys.exit(report_error(UsageError(str(exc), hint="a record that cannot be read is not exported in part")))

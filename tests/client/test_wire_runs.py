@@ -200,7 +200,7 @@ def test_export_gives_each_turns_token_ids(serve, tmp_path, model, stream):
     (episode,) = export(tmp_path / "t.jsonl")
     posted = [r for r in server.requests if r["path"] == "/generate"]
     tok = load_tokenizer(model)
-    for turn, request, reply in zip(episode["turns"], posted, replies, strict=True):
+    for turn, request, reply in zip(episode.turns(), posted, replies, strict=True):
         assert turn["prompt_ids"] == request["prompt_ids"]
         assert turn["output_ids"] == tok.encode(reply["text"]) + [tok.eos_token_id]
         assert turn["reply"]["content"] == reply["text"] + "<|im_end|>"  # as generated, the stop token kept
