@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from oc_repl.errors import OcReplError, SandboxError, SandboxLost
 from oc_repl.sandbox import docker_lifetime, leftovers
+from oc_repl.sandbox.answers import token
 from oc_repl.sandbox.docker_channel import ChannelPool
 from oc_repl.sandbox.docker_container import USER_LABEL, connect, container_limits, create_container
 from oc_repl.sandbox.docker_exec import PID_DIR, WORK_SUBDIR, DockerProcess, RecordedProcess, kill_recorded
@@ -80,7 +81,7 @@ class DockerSandbox(Metered, ContainerVerdicts, Sandbox):
         setup = f"mkdir -p -m 1777 {dirs}; [ -d {wd} ] || {{ mkdir -p {wd}{owner}; }}"
         # What runs before the first command is not the agent's (the user's services in a container we attach to,
         # what an image's entrypoint started): only what starts after this is stopped before a verifier.
-        marker = leftovers.token()
+        marker = token()
         found = self.run_quick(f"{setup}; {leftovers.baseline_script(marker)}")
         self.baseline = leftovers.parse_baseline(found.decode("ascii", "replace"), marker)
         self.channels = ChannelPool(self)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from oc_repl.errors import SandboxError
 from oc_repl.sandbox import leftovers
+from oc_repl.sandbox.answers import token, until_done
 from oc_repl.sandbox.meter import metered
 from oc_repl.sandbox.unsealed import run_unsealed
 from oc_repl.types import Change, FileFacts, Leftover, Look, VerifierJob, VerifierRun
@@ -234,7 +235,7 @@ class ContainerVerdicts:
     def _leftovers(self, keep: frozenset[int], stop: bool) -> list[Leftover]:
         """The agent's processes as a script in the container finds them (where the host helper cannot run)."""
         servers, commands = self.channels.servers()
-        marker = leftovers.token()
+        marker = token()
         script = leftovers.script(
             marker,
             stop=stop,
@@ -245,4 +246,5 @@ class ContainerVerdicts:
             baseline=self.baseline,
             started=self._started(),
         )
-        return leftovers.parse(self.run_quick(script).decode("utf-8", "replace"), marker)
+        answer = until_done(lambda: self.run_quick(script).decode("utf-8", "replace"), marker)
+        return leftovers.parse(answer, marker)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import re
-import secrets
 import shlex
 from collections.abc import Iterable
 
@@ -112,10 +111,6 @@ while :; do
 done
 echo $n
 """
-
-
-def token() -> str:
-    return secrets.token_hex(6)
 
 
 def _words(pids: Iterable[int | str]) -> str:

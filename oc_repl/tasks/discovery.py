@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import os
 import re
-import secrets
 import shlex
 from dataclasses import dataclass, field
 
@@ -110,10 +109,6 @@ class Discovery:
     home: str = ""
     startup: list[str] = field(default_factory=list)  # BASH_ENV, ENV
     now: int = 0  # the sandbox's clock when it was asked (seconds)
-
-
-def token() -> str:
-    return secrets.token_hex(6)
 
 
 def script(marker: str, cwd: str | None) -> str:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from oc_repl.errors import SandboxError, SandboxLost
 from oc_repl.events import Error, Finding
+from oc_repl.sandbox.answers import token, until_done
 from oc_repl.tasks import discovery as disc
 from oc_repl.tasks.installers import Explanations
 from oc_repl.tasks.places import Places
@@ -184,9 +185,12 @@ def _discover(sandbox: Sandbox, cwd: str) -> disc.Discovery:
     early = sandbox.opening_answer(disc.BASELINE)
     if early is not None and early.cwd == cwd:
         return disc.parse(early.text, early.marker)
-    marker = disc.token()
-    text = sandbox.run_own(disc.script(marker, cwd), timeout=disc.TIMEOUT, user="root")
-    return disc.parse(text.decode("utf-8", "replace"), marker)
+    marker = token()
+
+    def run() -> str:
+        return sandbox.run_own(disc.script(marker, cwd), timeout=disc.TIMEOUT, user="root").decode("utf-8", "replace")
+
+    return disc.parse(until_done(run, marker), marker)
 
 
 def process_findings(leftovers: list[Leftover], final: bool) -> list[Finding]:

@@ -360,3 +360,32 @@ def test_upstream_relative_paths_resolve_against_root(docker_client: Any, image:
         assert (box.exec("cat /rel/deep/x.txt", timeout=10).exit_code == 0) is lands
     finally:
         box.close()
+
+
+def test_a_look_whose_exec_came_back_with_nothing_is_run_again_not_called_a_sandbox_error(
+    docker_client: Any, own_container: Any
+):
+    from oc_repl.sandbox.docker import DockerSandbox
+
+    box = DockerSandbox(docker_client, own_container())
+    box.host = None  # the daemon's own exec, as for a daemon on another machine: where the output can be lost
+    real, lost = box.run_quick, []
+
+    def losing(script: str, user: str = "root") -> bytes:
+        answer = real(script, user)
+        if "@@OCR:" in script and len(lost) < 2:  # it ran; only what it printed did not come back, twice
+            lost.append(answer)
+            return b""
+        return answer
+
+    try:
+        box.exec("sleep 108 >/dev/null 2>&1 &", timeout=10)
+        box.run_quick = losing  # type: ignore[method-assign]
+        assert [p.command for p in box.agent_processes()] == ["sleep 108"]
+        assert len(lost) == 2 and all(b"done@@" in answer for answer in lost)
+        lost.clear()
+        box.end_agent_processes()
+        assert len(lost) == 2 and wait_gone(box.container, "sleep 108") == []
+    finally:
+        box.run_quick = real  # type: ignore[method-assign]
+        box.close()

@@ -29,6 +29,7 @@ from oc_repl.integrations.harbor import shell as sh
 from oc_repl.integrations.harbor.bridge import LoopBridge
 from oc_repl.integrations.harbor.process import WINDOW, HarborProcess
 from oc_repl.sandbox import leftovers
+from oc_repl.sandbox.answers import token, until_done
 from oc_repl.sandbox.docker import DEFAULT_WORKDIR
 from oc_repl.sandbox.docker_exec import kill_recorded
 from oc_repl.sandbox.meter import CallMeter
@@ -77,7 +78,7 @@ class HarborSandbox(Sandbox):
         cls, environment: Any, bridge: LoopBridge, workdir: str | None = None, output_limit: int = 1 << 20
     ) -> HarborSandbox:
         """Check the environment has what the sandbox runs on and make its directory (on the loop, awaited)."""
-        marker, directory, workdir = sh.token(), f"{sh.ROOT}/{sh.token()}", workdir or DEFAULT_WORKDIR
+        marker, directory, workdir = token(), f"{sh.ROOT}/{token()}", workdir or DEFAULT_WORKDIR
         # what runs now, and, where the call runs as root, the tamper probe's baseline (in the image's working
         # directory, where the verifier runs), timed inside: the call the probe would make saved
         probed, timed = discovery.script(marker + "t", None), f"@@OCR:{marker}d:$s:$EPOCHREALTIME@@"
@@ -218,7 +219,7 @@ class HarborSandbox(Sandbox):
                 "the environment has no `script` (util-linux) to give the process a terminal",
                 hint="install util-linux (bsdutils) in the image, or use blocking commands",
             )
-        path, marker, wait = f"{self.directory}/{sh.token()}", sh.token(), min(max(wait, 0.0), WINDOW)
+        path, marker, wait = f"{self.directory}/{token()}", token(), min(max(wait, 0.0), WINDOW)
         data = command.encode("utf-8", "surrogateescape" if sh.escapable(command) else "surrogatepass")
         inline = len(data) <= sh.INLINE_COMMAND
         if not inline:
@@ -252,12 +253,12 @@ class HarborSandbox(Sandbox):
         return ExecResult(output, None if timed_out else proc.exit_code, timed_out, proc.dropped)
 
     def write_file(self, path: str, data: bytes) -> None:
-        target, marker = self._abs(path), sh.token()
+        target, marker = self._abs(path), token()
         q = shlex.quote
         if len(data) <= sh.INLINE_COMMAND:
             fill = f"echo {base64.b64encode(data).decode()} | base64 -d > {q(target)}"
         else:
-            staged = f"{self.directory}/{sh.token()}.data"
+            staged = f"{self.directory}/{token()}.data"
             self.run_script(f"mkdir -p {self.directory}")
             self._upload(data, staged)
             fill = f"cat {q(staged)} > {q(target)} && rm -f {q(staged)}"
@@ -268,7 +269,7 @@ class HarborSandbox(Sandbox):
             raise SandboxError(f"cannot write {path}: {text.strip()[-300:] or 'failed'}")
 
     def read_file(self, path: str) -> bytes:
-        marker = sh.token()
+        marker = token()
         script = f"M={marker}; base64 < {shlex.quote(self._abs(path))} 2>&1 && echo @@OCR:$M:ok@@"
         text = self.run_script(script)
         if sh.status(text, marker) != ["ok"]:
@@ -289,9 +290,9 @@ class HarborSandbox(Sandbox):
         """What runs in the environment but what ran when the sandbox opened (pid 1 and the environment's own
         machinery) and this sandbox's own runners, listed in one exec and left running (Harbor's verifier runs beside
         them, as it does for its own agents)."""
-        marker = leftovers.token()
+        marker = token()
         script = leftovers.script(marker, stop=False, keep=keep, baseline=self.baseline)
-        found = leftovers.parse(self.run_script(script, user="root"), marker)
+        found = leftovers.parse(until_done(lambda: self.run_script(script, user="root"), marker), marker)
         return [left for left in found if not sh.runs_a_command(left.command, self.directory)]
 
     def run_verifier(self, job: VerifierJob) -> VerifierRun:
@@ -316,5 +317,5 @@ class HarborSandbox(Sandbox):
         """`close` from the loop itself, for when the worker could not be waited for, which never returned: every
         process it started is stopped too (a stuck run's processes are no solution Harbor's verifier should see)."""
         with contextlib.suppress(Exception):
-            script = f"{self.stop_script(leftovers.token())}\n{self.close_script()}"
+            script = f"{self.stop_script(token())}\n{self.close_script()}"
             await self.env.exec(script, user="root", timeout_sec=EXEC_MARGIN)

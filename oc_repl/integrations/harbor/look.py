@@ -18,6 +18,7 @@ from typing import Any
 
 from oc_repl.errors import SandboxError
 from oc_repl.integrations.harbor import shell as sh
+from oc_repl.sandbox.answers import done, token, until_done
 from oc_repl.types import Change, FileFacts, Look
 
 LIMIT = 200_000  # changed paths a search lists at most
@@ -77,11 +78,10 @@ class EnvironmentLook(Look):
         self.box, self.since = box, since
 
     def _run(self, body: str) -> list[list[str]]:
-        marker = sh.token()
-        text = self.box.run_script(
-            f'M={marker}\nb() {{ printf %s "$1" | base64 -w0; }}\n{body}\necho "@@OCR:$M:done@@"', user="root"
-        )
-        if f"@@OCR:{marker}:done@@" not in text:
+        marker = token()
+        script = f'M={marker}\nb() {{ printf %s "$1" | base64 -w0; }}\n{body}\necho "@@OCR:$M:done@@"'
+        text = until_done(lambda: self.box.run_script(script, user="root"), marker)
+        if not done(text, marker):
             raise SandboxError(f"the environment's search did not finish: {text.strip()[-300:] or 'no output'}")
         return [line.split(":") for line in re.findall(rf"^@@OCR:{marker}:([^@\n]*)@@$", text, re.M)]
 

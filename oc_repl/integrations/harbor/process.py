@@ -9,6 +9,7 @@ import time
 
 from oc_repl.errors import SandboxError, SandboxLost
 from oc_repl.integrations.harbor import shell as sh
+from oc_repl.sandbox.answers import token
 from oc_repl.sandbox.capture import gap_marker
 from oc_repl.sandbox.docker_exec import kill_recorded
 
@@ -50,7 +51,7 @@ class HarborProcess:
 
     def _look(self, wait: float) -> bytes:
         """One look, which takes the output so far with it: a read right after it needs no call of its own."""
-        marker = sh.token()
+        marker = token()
         script = sh.look(self.path, marker, wait=wait, offset=self._offset, half=self._box.half, consume=True)
         found = self._take(self._box.report(script, marker, wait))
         self._last_read = self._looked_at = time.monotonic()
@@ -88,7 +89,7 @@ class HarborProcess:
         if not self.tty:
             raise SandboxError("this process takes no input (it was started without a terminal)")
         for start in range(0, len(data), sh.INLINE_COMMAND):
-            marker = sh.token()
+            marker = token()
             text = self._box.run_script(sh.write(self.path, marker, data[start : start + sh.INLINE_COMMAND]))
             if sh.status(text, marker) != ["sent"]:
                 raise SandboxError("cannot write to the process: it has ended")
@@ -98,7 +99,7 @@ class HarborProcess:
         with self._lock:
             if self._ended:
                 return
-            marker = sh.token()
+            marker = token()
             group = kill_recorded('"$f.pid"')
             script = sh.kill(self.path, marker, offset=self._offset, half=self._box.half, kill_group=group)
             with contextlib.suppress(SandboxLost):  # the environment is gone, and the process with it

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import re
-import secrets
 import shlex
 from dataclasses import dataclass
 from typing import Protocol
@@ -72,10 +71,6 @@ ocr_look() {
   return 0
 }
 """
-
-
-def token() -> str:
-    return secrets.token_hex(6)
 
 
 def _head(marker: str, path: str = "") -> str:
