@@ -2,10 +2,11 @@
 
 A run that watched a terminal (terminus's) is replayed from the terminal's screens: at each observation, the whole
 visible screen as the terminal showed it (keystrokes echoed, output scrolled, earlier lines still there) becomes a full
-frame (cleared, then drawn), so the recording's last frame is the terminal's last screen. A transcript written before
-screens were recorded falls back on what the model was shown. Any other run (camel, raw) becomes a terminal session
-of the model's side of the conversation: what it said and thought, each command with its output, each file it wrote,
-what could not be parsed, the verifier's verdict and how the run ended.
+frame (cleared, then drawn), so the recording's last frame is the last screen the run took (a confirming reply that
+runs nothing takes none). A transcript written before screens were recorded falls back on what the model was shown.
+Any other run (camel, raw) becomes a terminal session of the model's side of the conversation: what it said and
+thought, each command with its output, each file it wrote, what could not be parsed, the verifier's verdict and how the
+run ended.
 
 Times are the transcript's own (each event's `ts`), divided by `speed`, with every pause capped at `idle_cap`
 seconds before that; the header records the cap too. Text from the model or the sandbox is made visible

@@ -174,9 +174,12 @@ class TerminusProtocol(AgentProtocol):
         if self._is_parse_error(parsed):
             self._feedback(prompt_parse_error(parsed, self.m), parsed.error or parsed.warning, emit)
             return Step()
+        final = parsed.task_complete and self._pending_completion
+        if final and not parsed.commands:  # the confirmation: no screen of it would reach the model, none is taken
+            return Step(done=True, final_answer=parsed.analysis or "Task marked complete.")
         observation = self._limit(self._execute(parsed, terminal, emit, approve))
         if parsed.task_complete:
-            if self._pending_completion:
+            if final:
                 return Step(done=True, final_answer=parsed.analysis or "Task marked complete.")
             self._pending_completion = True
             self._messages.append({"role": "user", "content": prompt_confirm(observation, self.m)})

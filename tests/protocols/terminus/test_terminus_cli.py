@@ -121,6 +121,21 @@ def test_one_task_complete_does_not_end_but_two_in_a_row_do(serve, tmp_path):
     assert len(server.chat_requests()) == 4
     last = json.loads(proc.stdout.splitlines()[-1])
     assert last["status"] == "done" and last["turns"] == 4
+    # a screen after each of the first three replies; the confirmation, which runs nothing, takes none
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    observed = [
+        e["item"] for e in events if e["type"] == "item.completed" and e["item"].get("command") == "(observation)"
+    ]
+    assert len(observed) == 3
+
+
+def test_a_confirmation_with_keys_still_types_them_as_upstream_does(serve, tmp_path):
+    replies = [js([], complete=True), js([("echo late > late.txt\n", 0.2)], complete=True)]
+    server = serve({"replies": replies})
+    work = tmp_path / "w"
+    proc = run_cli(terminus(server, work, "terminus-json", "count"), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (work / "late.txt").read_text() == "late\n"
 
 
 def test_long_output_is_limited_to_10000_bytes(serve, tmp_path):

@@ -131,7 +131,11 @@ def test_exact_run_sends_what_terminal_bench_sends(serve, tmp_path, up: Upstream
     assert first.startswith(before) and first.endswith(after)
     screen = first[len(before) : len(first) - len(after)]
 
-    model, session = up.converse(fmt, TASK, _replies(up, SCRIPTS[fmt]), [screen, *observations])
+    # upstream reads the screen once more after the confirming reply, and ends: no request shows it, and oc-repl,
+    # saving the sandbox a call, does not take it
+    unseen = "the screen after the confirmation"
+    model, session = up.converse(fmt, TASK, _replies(up, SCRIPTS[fmt]), [screen, *observations, unseen])
+    assert session.observations == [] and unseen not in json.dumps(model.conversation())
     assert len(sent) == len(SCRIPTS[fmt]) == len(model.calls)
     for number, (ours, theirs) in enumerate(zip(sent, model.conversation(), strict=True), 1):
         assert ours == theirs, f"request {number} differs"
