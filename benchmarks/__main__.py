@@ -78,6 +78,13 @@ BENCHES = [
         "harbor_concurrency", "harbor_concurrency.py", quick=("--delay", "0.5"), needs=("harbor", "docker"), harbor=True
     ),
     Bench(
+        "whole_evaluation",
+        "whole_evaluation.py",
+        quick=("-k", "1", "-j", "3"),
+        needs=("harbor", "docker"),
+        harbor=True,
+    ),
+    Bench(
         "harbor_vs_terminus2",
         "harbor_vs_terminus2.py",
         quick=("--rounds", "1", "--latency", "0.5"),
