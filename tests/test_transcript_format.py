@@ -135,3 +135,21 @@ def test_any_sequence_of_requests_reads_back_byte_for_byte(tmp_path_factory, fir
             sent.append(json_text(to_dict(event)))
     writer.close()
     assert [json_text(to_dict(e)) for e in read_events(path) if e.type == "request.sent"] == sent
+
+
+def test_a_secret_in_the_conversation_is_redacted_in_every_request_read_back(tmp_path):
+    from oc_repl.redact import redactor
+
+    key = "sk-local-7f3a9c2e5b1d"
+    path, redact = tmp_path / "t.jsonl", redactor(key)
+    writer, sent = TranscriptWriter(path, secrets=(key,)), []
+    writer(ThreadStarted(thread_id="t", model="m", protocol="p", sandbox="s", api_base="b"))
+    messages: list[dict] = [{"role": "user", "content": "go on " * 30}]
+    for turn in range(1, 5):
+        messages = [*messages, {"role": "tool", "content": f"turn {turn}: the key is {key}, twice: {key}"}]
+        event = RequestSent(turn=turn, request={"messages": messages}, body={"wire": "chat", "json": {"n": turn}})
+        writer(event)
+        sent.append(json_text(redact.data(to_dict(event))))
+    writer.close()
+    assert key not in path.read_text()
+    assert [json_text(to_dict(e)) for e in read_events(path) if e.type == "request.sent"] == sent
