@@ -125,8 +125,15 @@ def _cleaned_parent(path: str) -> str:
 
 
 def _container_name(tools: Tools) -> str:
+    """The container the sandbox is, by the spec it is taken up again with (a container kind's target)."""
+    from oc_repl.errors import UsageError
+    from oc_repl.sandbox.kinds import kind_of, target_of
+
     spec = tools.sandbox.reattach()
-    return spec.removeprefix("docker:") if spec.startswith("docker:") else NO_CONTAINER
+    try:
+        return NO_CONTAINER if kind_of(spec).on_host else target_of(spec)
+    except UsageError:  # a sandbox no kind names (a harness's environment)
+        return NO_CONTAINER
 
 
 def _parent_state(tools: Tools, path: str) -> str:
