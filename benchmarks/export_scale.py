@@ -13,8 +13,6 @@ Run: python benchmarks/export_scale.py [--trials 1000] [--turns 200]
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import resource
 import subprocess
 import sys
@@ -26,8 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.rows import Row, add_option, write  # noqa: E402
-from oc_repl.bench.results import TRANSCRIPT, TrialResult, trial_dir, write_result  # noqa: E402
 from tests.fakeserver import FakeServer, call_text  # noqa: E402
+from tests.test_export import bench_of  # noqa: E402
 
 GOAL_MB = 300
 
@@ -42,16 +40,6 @@ def episode(tmp: Path, turns: int) -> Path:
     if done.returncode != 3:  # the turn cap
         raise SystemExit(f"the episode did not run its {turns} turns: {done.stderr[-500:]}")
     return transcript
-
-
-def bench_of(source: Path, out: Path, trials: int) -> Path:
-    for attempt in range(1, trials + 1):
-        directory = trial_dir(out, "long-task", "p", attempt)
-        directory.mkdir(parents=True, exist_ok=True)
-        write_result(directory, TrialResult("long-task", "p", attempt, "turn_cap", "turn_cap", False, 3))
-        os.link(source, directory / TRANSCRIPT)
-    (out / "bench.json").write_text(json.dumps({"tasks": [{"name": "long-task"}], "protocols": ["p"], "k": trials}))
-    return out
 
 
 def export(bench: Path, target: Path) -> tuple[float, float, int]:
