@@ -15,10 +15,13 @@ HIGH run, from the server's arrival times: (request LOW+1 to request HIGH+1) / (
 - oc-repl --no-confine: commands run on the host as mini's do; the like-for-like figure.
 - oc-repl, confined in bubblewrap (the default for local:), where confinement works here.
 - the floor: a process that makes the same requests and, for each call, runs `bash -c true`, with no client logic
-  (one kept-alive HTTP connection, the reply read, nothing parsed or recorded).
+  (one kept-alive HTTP connection, the reply read, nothing parsed or recorded);
+- the kept-shell floor: the same requests, each call's `true` written to one `bash` kept running for the whole run
+  and its end read back (no process started a turn: what a turn costs at least where commands go through a kept
+  process, as a confined sandbox's do).
 oc-repl's loop detection is off (--loop-limit 0): the same call every turn is the point here. Each side writes its
 record as it does by default (oc-repl its transcript, mini its trajectory).
-Goals: confined, a turn <= 3x the floor and >= 1.5x faster than mini-swe-agent.
+Goals: confined, a turn <= 3x the floor, <= 2x the kept-shell floor and >= 1.5x faster than mini-swe-agent.
 Run: python benchmarks/per_turn.py [--runs 5] [--low 5] [--high 45] [--mini-venv DIR]
 """
 
@@ -87,8 +90,8 @@ class Side:
     last: str  # the reply that ends the run
 
     def argv(self, url: str, work: Path, mini: Path) -> list[str]:
-        if self.name == FLOOR:
-            return [sys.executable, "-c", FLOOR_SCRIPT, url]
+        if self.name in FLOORS:
+            return [sys.executable, "-c", FLOORS[self.name], url]
         if self.name.startswith("mini"):
             argv = [str(mini), "-m", f"openai/{MODEL}", "-c", "mini.yaml", "-c", f"model.model_kwargs.api_base={url}"]
             return [*argv, "-c", f"environment.cwd={work}", "-y", "--exit-immediately", "-l", "0", "-t", "run true"]
@@ -112,6 +115,15 @@ while True:
         break
     subprocess.run(["bash", "-c", "true"])
 """
+KEPT_FLOOR = "kept-shell floor: a request and `true` in a kept bash"
+KEPT_FLOOR_SCRIPT = FLOOR_SCRIPT.replace(
+    "while True:",
+    "shell = subprocess.Popen(['bash'], stdin=subprocess.PIPE, stdout=subprocess.PIPE)\nwhile True:",
+).replace(
+    'subprocess.run(["bash", "-c", "true"])',
+    "shell.stdin.write(b'true; echo done\\n'); shell.stdin.flush(); shell.stdout.readline()",
+)
+FLOORS = {FLOOR: FLOOR_SCRIPT, KEPT_FLOOR: KEPT_FLOOR_SCRIPT}
 
 
 OC_CALL = call_text("shell_exec", {"id": "s1", "command": "true", "block": True, "timeout": None})
@@ -120,6 +132,7 @@ MINI_SIDE = Side("mini-swe-agent 2.4.6", call_text("bash", {"command": "true"}),
 OC_UNCONFINED = Side("oc-repl --no-confine", OC_CALL, OC_DONE)
 OC_CONFINED = Side("oc-repl (confined, the default)", OC_CALL, OC_DONE)
 FLOOR_SIDE = Side(FLOOR, OC_CALL, OC_DONE)
+KEPT_FLOOR_SIDE = Side(KEPT_FLOOR, OC_CALL, OC_DONE)
 
 
 def mini_env(home: Path) -> dict[str, str]:
@@ -202,21 +215,25 @@ def to_rows(samples: Samples, low: int, high: int) -> list[Row]:
     base = MINI_SIDE.name
     rows = []
     for way, seconds in ways.items():
-        mini, floor = (seconds(name) / (high - low) * 1000 for name in (base, FLOOR))
-        rows += [Row(f"{base}: per turn, {way}", mini, "ms"), Row(f"{FLOOR}: per turn, {way}", floor, "ms")]
+        mini, floor, kept = (seconds(name) / (high - low) * 1000 for name in (base, FLOOR, KEPT_FLOOR))
+        rows += [
+            Row(f"{name}: per turn, {way}", ms, "ms") for name, ms in ((base, mini), (FLOOR, floor), (KEPT_FLOOR, kept))
+        ]
         for name in samples:
-            if name in (base, FLOOR):
+            if name in (base, *FLOORS):
                 continue
             cost = seconds(name) / (high - low) * 1000
             confined = name == OC_CONFINED.name
             faster = {"goal": ">= 1.5x faster (<= 0.667x)", "met": cost * 1.5 <= mini} if confined else {}
             near = {"goal": "<= 3x the floor", "met": cost <= 3 * floor} if confined else {}
+            nearer = {"goal": "<= 2x the kept-shell floor", "met": cost <= 2 * kept} if confined else {}
             rows.append(Row(f"{name}: per turn, {way}", cost, "ms", f"{base}, same way", mini, **faster))
             rows.append(Row(f"{name}: per turn, {way}", cost, "ms", "the floor, same way", floor, **near))
+            rows.append(Row(f"{name}: per turn, {way}", cost, "ms", "the kept-shell floor, same way", kept, **nearer))
     label = f"a {low}-command run (wall)"
     mini_run = median(base, low, lambda s: s.wall) * 1000
     for name in samples:
-        if name not in (base, FLOOR):
+        if name not in (base, *FLOORS):
             rows.append(Row(f"{name}: {label}", median(name, low, lambda s: s.wall) * 1000, "ms", base, mini_run))
     return rows
 
@@ -230,7 +247,7 @@ def main() -> None:
     add_option(parser)
     args = parser.parse_args()
     mini = mini_command(args.mini_venv)
-    sides = [MINI_SIDE, FLOOR_SIDE, OC_UNCONFINED] + ([OC_CONFINED] if confine.check()[0] else [])
+    sides = [MINI_SIDE, FLOOR_SIDE, KEPT_FLOOR_SIDE, OC_UNCONFINED] + ([OC_CONFINED] if confine.check()[0] else [])
     load = os.getloadavg()[0]
     samples = measure(sides, args.low, args.high, args.runs, mini)
     rows = to_rows(samples, args.low, args.high)
