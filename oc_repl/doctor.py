@@ -99,6 +99,7 @@ class Doctor:
         auth = {"Authorization": f"Bearer {api_key or 'EMPTY'}"}
         self.http = httpx.Client(headers=auth, timeout=10.0, transport=transport)
         self.entries: list[dict[str, Any]] = []
+        self._answers: dict[str, Any] = {}  # get_json's, by URL
         self.replies: list[Reply] = []
         self.api_key, self.timeout = api_key, timeout
         self.waiting = waiting or (lambda what: None)
@@ -330,13 +331,17 @@ class Doctor:
         return None
 
     def get_json(self, url: str) -> Any:
+        """The JSON a server's own route answers (None for none), asked once a run: the context, served-model and
+        server checks read the same routes."""
         import httpx
 
-        try:
-            response = self.http.get(url, timeout=5.0)
-            return response.json() if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
-            return None
+        if url not in self._answers:
+            try:
+                response = self.http.get(url, timeout=5.0)
+                self._answers[url] = response.json() if response.status_code == 200 else None
+            except (httpx.HTTPError, ValueError):
+                self._answers[url] = None
+        return self._answers[url]
 
 
 def _has_text(chunk: dict[str, Any]) -> bool:

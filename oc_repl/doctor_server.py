@@ -29,8 +29,6 @@ Found = tuple[Any, ...]  # a check as oc_repl.doctor.Check takes it
 SGLANG_MODEL_DEFAULTS = ("repetition_penalty", "temperature", "top_k", "top_p", "min_p")
 VLLM_MODEL_DEFAULTS = (*SGLANG_MODEL_DEFAULTS, "presence_penalty", "frequency_penalty", "max_new_tokens")
 VLLM_MODEL_DEFAULTS += ("skip_special_tokens",)
-# the OpenAI names of sglang's sampling parameters (text_wires sends them under these on the completions wire)
-_SGLANG_NAMES = {"max_tokens": "max_new_tokens", "min_tokens": "min_new_tokens", "seed": "sampling_seed"}
 DEFAULTS_FIX = "Send the key (every preset of oc-repl names temperature, top_p and the token budget), or restart "
 DEFAULTS_FIX += "the server without the defaults: sglang without --preferred-sampling-params, vLLM with "
 DEFAULTS_FIX += "--generation-config vllm."
@@ -76,25 +74,29 @@ def server_info(get_json: Callable[[str], Any], api_base: str) -> ServerInfo | N
 def sent_keys(wire: str, sampling: dict[str, Any]) -> set[str]:
     """The sampling keys a request on `wire` carries for `sampling` (a preset's options), in sglang's names."""
     from oc_repl.client.prompt import sglang_sampling
+    from oc_repl.client.text_wires import COMPLETIONS_NAMES
 
+    sglang_names = {openai: name for name, openai in COMPLETIONS_NAMES.items()}
     built = wire_of(wire)
     if not built.text:  # the chat wire sends the options as they are
-        return {_SGLANG_NAMES.get(key, key) for key in sampling}
+        return {sglang_names.get(key, key) for key in sampling}
     body = built.part("body")("m", [0], sglang_sampling(sampling))
     params = body.get("sampling_params", body)
-    return {_SGLANG_NAMES.get(key, key) for key in params}
+    return {sglang_names.get(key, key) for key in params}
 
 
 def model_defaults(tokenizer: Path | None) -> dict[str, Any] | None:
     """The sampling keys of `--tokenizer`'s generation_config.json (None when there is no folder to read)."""
+    from oc_repl.client.chat_template import read_json
+    from oc_repl.errors import UsageError
+
     if tokenizer is None:
         return None
     folder = tokenizer if tokenizer.is_dir() else tokenizer.parent
     try:
-        config = json.loads((folder / "generation_config.json").read_text())
-    except (OSError, ValueError):
+        return read_json(folder / "generation_config.json")
+    except UsageError:  # unreadable, or no object: nothing it would fill can be told
         return {}
-    return config if isinstance(config, dict) else {}
 
 
 def server_checks(

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from oc_repl.cli.exits import report_error
+from oc_repl.export import FORMATS
 
 
 @click.command()
@@ -18,7 +19,7 @@ from oc_repl.cli.exits import report_error
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["openai-chat", "tokens"]),
+    type=click.Choice(FORMATS),
     default="openai-chat",
     show_default=True,
     help="openai-chat: the exact messages and tools the model saw, plus its replies; tokens: per turn the prompt "

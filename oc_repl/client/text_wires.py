@@ -33,7 +33,7 @@ from oc_repl.types import Reply
 Prompt = list[int] | str
 
 # sglang's sampling names -> the OpenAI completions names (vLLM's and sglang's); the rest go as they are.
-_COMPLETIONS_NAMES = {"max_new_tokens": "max_tokens", "min_new_tokens": "min_tokens", "sampling_seed": "seed"}
+COMPLETIONS_NAMES = {"max_new_tokens": "max_tokens", "min_new_tokens": "min_tokens", "sampling_seed": "seed"}
 # What training's sampling had of the keys a server fills from the model's generation_config.json (vLLM's default
 # `--generation-config auto`) or its preferred sampling params (sglang) when a completions request leaves them out.
 NEUTRAL = {"min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
@@ -65,7 +65,7 @@ def completions_body(model: str, prompt: Prompt, sampling_params: dict[str, Any]
     body: dict[str, Any] = {"model": model, "prompt": list(prompt) if isinstance(prompt, list) else prompt, **NEUTRAL}
     for key, value in sampling_params.items():
         if value is not None:
-            body[_COMPLETIONS_NAMES.get(key, key)] = value
+            body[COMPLETIONS_NAMES.get(key, key)] = value
     if "no_stop_trim" in sampling_params:
         body["include_stop_str_in_output"] = bool(sampling_params["no_stop_trim"])  # vLLM's name for it
     if stream:
