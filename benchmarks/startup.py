@@ -9,7 +9,7 @@ Rows (medians of --runs, each a fresh process):
   server (GET /models comes first, as in a run without --model), and the wall time of the whole run; the model
   answers at once with no tool call, so the run is one turn on a `local:` sandbox.
 
-Goals: first request <= 0.25 s, whole one-turn run <= 0.35 s.
+Goals: a whole one-turn run <= 0.25 s (its first request sooner still).
 Run: python benchmarks/startup.py [--runs 10] [--rows FILE]
 """
 
@@ -85,7 +85,7 @@ def measure(runs: int) -> list[Row]:
         ]
         for name, argv in (("oc-repl run", run), ("oc-repl run --json", [*run[:4], "--json", *run[4:]])):
             first, whole = one_shot(server, argv, env, runs)
-            found += [(f"{name}: first request", first, 0.25), (f"{name}: whole run", whole, 0.35)]
+            found += [(f"{name}: first request", first, None), (f"{name}: whole run", whole, 0.25)]
     base = found[0][1] * 1000
     rows = [Row(found[0][0], base, "ms")]
     for name, value, goal in found[1:]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from oc_repl import events as ev
-from oc_repl import signals
+from oc_repl import signals, startup
 from oc_repl.agent import Agent, Outcome, error_event
 from oc_repl.config import RunSettings
 from oc_repl.errors import OcReplError, SandboxError, Terminated, UsageError, status_of
@@ -133,6 +133,12 @@ class Session:
             self.sandbox = self.plan.sandboxes.open(self.consent, meanwhile)
         return self.sandbox
 
+    def _meanwhile(self) -> None:
+        """What comes next, made while a sandbox starts: the client (httpx loads) and the display (rich loads)."""
+        self.client.connect()
+        if isinstance(self.emit, Fanout):
+            self.emit.prepare()
+
     def open_protocol(self) -> AgentProtocol:
         if self.protocol is None:
             from oc_repl import deviations, protocols
@@ -218,8 +224,8 @@ class Session:
         made.task = task
         made.clock = time.monotonic()
         protocol = made.protocol = self.open_protocol()
-        # plain chat (raw) runs nothing, so it needs no sandbox and no consent; httpx loads while a sandbox starts
-        sandbox = made.sandbox = self.open_sandbox(meanwhile=self.client.connect) if protocol.needs_sandbox else None
+        # plain chat (raw) runs nothing, so it needs no sandbox and no consent
+        sandbox = made.sandbox = self.open_sandbox(meanwhile=self._meanwhile) if protocol.needs_sandbox else None
         made.took("sandbox")
         # something judges this run, or may (the shell's /verify, later in the conversation): a baseline first
         judged = self.plan.verifier is not None or self.plan.harness_judges or not close_after
@@ -308,6 +314,7 @@ class Session:
 
         self.made.started = True
         self.emit(thread_started(self, isolation))
+        startup.settled()
         held, self.made.held = self.made.held, []
         for event in held:
             self.emit(event)

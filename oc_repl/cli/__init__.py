@@ -16,7 +16,7 @@ if "httpx" not in sys.modules:
     # httpx then defines a stub in its place (its own fallback for when the tool's dependencies are missing).
     sys.modules.setdefault("httpx._main", None)  # type: ignore[assignment]
 
-from oc_repl import __version__
+from oc_repl import __version__, startup
 from oc_repl.apikey import KEY_ENV, warn_on_flag
 from oc_repl.cli.exits import report_error
 from oc_repl.config import OPTIONS
@@ -178,6 +178,8 @@ def main(ctx: click.Context, **params: Any) -> None:
     With no command, opens the interactive shell (same options as `run`); `oc-repl [OPTIONS] "TASK"` opens it with
     that first task; `oc-repl resume` continues the last conversation.
     """
+    if ctx.invoked_subcommand != "run":  # a run's start-up ends when its thread starts (session.py)
+        startup.settled()
     if ctx.invoked_subcommand is not None:
         # `oc-repl --model m run ...` means the same as `oc-repl run --model m ...`
         ctx.obj = typed(params)

@@ -12,6 +12,7 @@ from typing import Any
 from oc_repl.cli.exits import report_error
 from oc_repl.config import RunSettings
 from oc_repl.errors import OcReplError, UsageError
+from oc_repl.fanout import Later
 from oc_repl.session import Fanout
 
 
@@ -31,6 +32,10 @@ def renderer_for(settings: RunSettings) -> Callable[[Any], None]:
         from oc_repl.render.jsonl import JsonlRenderer
 
         return JsonlRenderer()
+    return Later(human_renderer)
+
+
+def human_renderer() -> Callable[[Any], None]:
     from oc_repl.render.human import HumanRenderer
 
     return HumanRenderer()
