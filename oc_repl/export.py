@@ -303,9 +303,10 @@ def _transcripts(path: Path, skipped: Skipped | None) -> Iterator[tuple[Path, di
     if path.is_file():
         yield path, {"transcript": str(path)}
         return
-    from oc_repl.bench.results import load_results, transcript_of
+    from oc_repl.bench.read import read_bench
+    from oc_repl.bench.results import transcript_of
 
-    for result in load_results(path):
+    for result in read_bench(path)[0]:
         transcript = transcript_of(path, result)
         if transcript is None:
             if skipped is not None:

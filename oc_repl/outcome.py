@@ -27,6 +27,9 @@ class Status(str, Enum):
     CONTEXT_LENGTH = "context_length_exceeded"  # the conversation outgrew the model's context
     SANDBOX_ERROR = "sandbox_error"
     BUILD_ERROR = "build_error"  # a task's image could not be built
+    # the verifier gave no verdict (it timed out, or wrote no reward) where the harness holds that against the
+    # infrastructure, not the model: Harbor's jobs (oc_repl/bench/harbor_jobs.py)
+    VERIFIER_ERROR = "verifier_error"
     AGENT_TIMEOUT = "agent_timeout"  # the run's or the task's time for the agent ran out
     # the agent's time ran out while most of it went to waiting on the model server (queueing before first tokens,
     # stalls, retries): the server's failure, not the model's (SERVER_SHARE)
@@ -102,6 +105,7 @@ EXIT_CODES: dict[Status, int] = {
     Status.CONTEXT_LENGTH: 5,
     Status.SANDBOX_ERROR: 6,
     Status.BUILD_ERROR: 6,
+    Status.VERIFIER_ERROR: 6,
     Status.AGENT_TIMEOUT: 7,
     Status.TAMPERED: 8,
     Status.INTERRUPTED: 130,
@@ -122,6 +126,7 @@ _INFRASTRUCTURE = frozenset(
         Status.SERVER_TIMEOUT,
         Status.SANDBOX_ERROR,
         Status.BUILD_ERROR,
+        Status.VERIFIER_ERROR,
         Status.USAGE,
         Status.INTERNAL_ERROR,
     }
@@ -144,6 +149,7 @@ FAILURE_MODES = (
     "server_timeout",
     "sandbox_error",
     "build_error",
+    "verifier_error",
     "usage_error",
     "internal_error",
 )
@@ -162,6 +168,7 @@ _FAILURE_MODES = {
     Status.SERVER_TIMEOUT: "server_timeout",
     Status.SANDBOX_ERROR: "sandbox_error",
     Status.BUILD_ERROR: "build_error",
+    Status.VERIFIER_ERROR: "verifier_error",
     Status.USAGE: "usage_error",
     Status.INTERNAL_ERROR: "internal_error",
 }

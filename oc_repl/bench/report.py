@@ -17,8 +17,8 @@ from rich.text import Text
 from oc_repl.bench.compare import Arm, Comparison, Summary, TaskMove, arms_of, run_labels, summarize
 from oc_repl.bench.exact import LEVEL
 from oc_repl.bench.pertask import BUCKETS, analyse
-from oc_repl.bench.results import TrialResult, load_results
-from oc_repl.bench.runner import read_plan
+from oc_repl.bench.read import read_bench
+from oc_repl.bench.results import TrialResult
 from oc_repl.bench.stats import ArmStats, Score
 from oc_repl.errors import UsageError
 from oc_repl.outcome import FAILURE_MODES, infrastructure_mode
@@ -35,8 +35,7 @@ def load_bench(out: Path) -> tuple[list[TrialResult], dict[str, Any]]:
     if not out.is_dir():
         raise UsageError(f"{out} is not a bench directory")
     try:
-        results = load_results(out)
-        plan = read_plan(out)
+        results, plan = read_bench(out)
     except BadInput as exc:
         raise UsageError(str(exc)) from None
     if not results:

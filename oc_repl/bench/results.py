@@ -60,6 +60,7 @@ class TrialResult:
     signatures: list[str] = field(default_factory=list)  # failure signatures (oc_repl/bench/signatures.py)
     actions: list[str] = field(default_factory=list)  # per turn, what the model did
     infra_before: list[str] = field(default_factory=list)  # earlier runs of this trial that failed on infrastructure
+    directory: str = ""  # the trial's folder relative to the bench's, where it is not trials/<task>/<arm>/<n> (Harbor)
     schema: str = SCHEMA
 
     @property
@@ -142,7 +143,8 @@ def transcript_of(out: Path, result: TrialResult) -> Path | None:
     """The trial's transcript, when it has one that is a file inside the bench directory."""
     if not result.transcript:
         return None
-    path = trial_dir(out, result.task, result.label, result.attempt) / result.transcript
+    folder = out / result.directory if result.directory else trial_dir(out, result.task, result.label, result.attempt)
+    path = folder / result.transcript
     return path if path.is_file() and inside(path, out) else None
 
 

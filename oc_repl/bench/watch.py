@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from oc_repl.bench import harbor_jobs
 from oc_repl.bench.benchplan import read_plan
 from oc_repl.bench.health import Health
 from oc_repl.bench.progress import Progress
@@ -39,8 +40,9 @@ class Followed:
 class Watcher:
     def __init__(self, out: Path) -> None:
         self.out = out
+        self.harbor = bool(harbor_jobs.jobs_in(out))  # Harbor's job (its trials' folders are named by Harbor)
         try:
-            self.plan = read_plan(out)
+            self.plan = harbor_jobs.load(out)[1] if self.harbor else read_plan(out)
         except BadInput as exc:
             raise UsageError(str(exc)) from None
         if not self.plan:
@@ -66,7 +68,7 @@ class Watcher:
         self.look(trials, first=True)
         self.progress.begin(trials, list(self.known.values()), self.health)
         try:
-            while not once and len(self.known) < len(trials):
+            while not once and len(self.known) < len(trials) and not (self.harbor and harbor_jobs.ended(self.out)):
                 time.sleep(interval)
                 self.look(trials)
                 self.progress.refresh(list(self.followed.values()), force=True)
@@ -79,6 +81,8 @@ class Watcher:
         return 0
 
     def look(self, trials: list[SimpleNamespace], first: bool = False) -> None:
+        if self.harbor:
+            return self._look_harbor(trials, first)
         now = time.time()
         for trial in trials:
             directory = self.out / "trials" / trial.task / trial.arm / str(trial.attempt)
@@ -97,8 +101,32 @@ class Watcher:
                 if now - transcript.stat().st_mtime < STALE:
                     self._read(directory, self.followed.setdefault(directory, Followed(trial)))
 
-    def _read(self, directory: Path, followed: Followed) -> None:
-        with (directory / TRANSCRIPT).open("rb") as f:
+    def _look_harbor(self, trials: list[SimpleNamespace], first: bool) -> None:
+        """A Harbor job: its finished trials read again (numbered as they started), its running ones followed by
+        the transcript oc-repl's agent writes into each (another agent's show as running, at no turn)."""
+        try:
+            results = harbor_jobs.load(self.out)[0]
+        except BadInput:
+            return  # a result.json being written: the next look reads it
+        by_key = {(t.task, t.arm, t.attempt): t for t in trials}
+        for result in results:
+            folder = self.out / result.directory
+            if folder in self.known:
+                continue
+            self.known[folder] = result
+            self.followed.pop(folder, None)
+            self.health.ended(folder)
+            trial = by_key.get((result.task, result.label, result.attempt))
+            if not first and trial is not None:
+                self.progress.finished(trial, result)
+        for folder in harbor_jobs.running(self.out):
+            label = f"{folder.name.split('__')[0]} · {folder.name}"
+            followed = self.followed.setdefault(folder, Followed(SimpleNamespace(label=label)))
+            with contextlib.suppress(OSError):
+                self._read(folder, followed, harbor_jobs.TRANSCRIPT)
+
+    def _read(self, directory: Path, followed: Followed, transcript: str = TRANSCRIPT) -> None:
+        with (directory / transcript).open("rb") as f:
             f.seek(followed.offset)
             data = followed.partial + f.read()
             followed.offset = f.tell()

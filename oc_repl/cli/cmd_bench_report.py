@@ -69,7 +69,7 @@ def _report(out: Path, html_file: Path | None, as_json: bool, count_infra: bool)
 @click.option("--count-infra", is_flag=True, help=COUNT_INFRA_HELP)
 def report(out: Path, html_file: Path | None, as_json: bool, count_infra: bool) -> None:
     """The scores (pass@1 and partial, both denominators), pass@k, failure modes, infrastructure failures and the
-    comparisons of a bench directory's arms."""
+    comparisons of a bench directory's arms (or a Harbor job's: its trials read as a bench's)."""
     _report(out, html_file, as_json, count_infra)
 
 
@@ -92,10 +92,10 @@ def compare_runs(
     sweep: bool,
     allow_different_tasks: bool,
 ) -> None:
-    """Compare runs (bench directories: checkpoints, servers, settings), or the arms of one: each one's pass@1
-    (Wilson 95% interval), pass@k and mean partial score (bootstrap interval); each against the first (or, --sweep,
-    the one before) on their common tasks: the paired difference, an exact test, the tasks that flip or moved, the
-    settings and task contents that differ, and whether the difference is separable at this sample size."""
+    """Compare runs (bench directories or Harbor jobs: checkpoints, servers, settings), or the arms of one: each
+    one's pass@1 (Wilson 95% interval), pass@k and mean partial score (bootstrap interval); each against the first
+    (or, --sweep, the one before) on their common tasks: the paired difference, an exact test, the tasks that flip or
+    moved, the settings and task contents that differ, and whether the difference is separable at this sample size."""
     from oc_repl.bench.report import load_runs, print_compare
     from oc_repl.errors import OcReplError
 
