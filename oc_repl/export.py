@@ -23,6 +23,10 @@ Format `tokens` (one JSON line per episode), what an RL trainer's sample holds, 
 An episode with a turn whose ids were not recorded (the chat wire; a prompt sent as text) has none: it is skipped,
 said why.
 
+Format `atif` (one JSON line per episode): Harbor's ATIF trajectory (oc_repl/atif.py, the version Harbor 0.25
+writes), one agent step per model call, each with its prompt and completion token ids and logprobs where the wire had
+them; the episode's metadata (as above) under `extra.metadata`.
+
 Training data must not lose episodes quietly: a line that is not an event, or a request or reply of a shape no server
 sends, is a BadInput naming the file and the line. Only a last line cut by a crash is left out.
 """
@@ -34,12 +38,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from oc_repl import __version__
 from oc_repl.event_json import json_text
 from oc_repl.safejson import BadInput
+from oc_repl.turn_ids import token_ids
 
 FORMAT = "oc-repl/openai-chat/1"
 TOKENS = "oc-repl/tokens/1"
-FORMATS = ("openai-chat", "tokens")
+FORMATS = ("openai-chat", "tokens", "atif")
 
 
 def _reply_message(raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
@@ -75,30 +81,6 @@ def _generated_text(raw: dict[str, Any]) -> str | None:
     return None
 
 
-def _token_ids(body: dict[str, Any], raw: dict[str, Any]) -> dict[str, list[int]]:
-    """The ids of a text wire's turn, where the record has them: the prompt as posted, the reply as generated."""
-    posted = body.get("json") if isinstance(body, dict) else None
-    found: dict[str, list[int]] = {}
-    prompt = (posted or {}).get("input_ids", (posted or {}).get("prompt"))
-    if isinstance(prompt, list) and all(isinstance(i, int) for i in prompt):
-        found["prompt_ids"] = prompt
-    output = raw.get("output_ids")
-    if isinstance(output, list) and all(isinstance(i, int) for i in output):
-        found["output_ids"] = output
-        logprobs = _logprobs(raw)
-        if logprobs is not None and [entry[1] for entry in logprobs] == output:
-            found["output_logprobs"] = [entry[0] for entry in logprobs]
-    return found
-
-
-def _logprobs(raw: dict[str, Any]) -> list[list[Any]] | None:
-    """sglang's `[logprob, token id, text]` of each generated token: a streamed reply's as the client gathered them,
-    an unstreamed one's in its meta_info."""
-    found = raw.get("output_token_logprobs", (raw.get("meta_info") or {}).get("output_token_logprobs"))
-    ok = isinstance(found, list) and all(isinstance(e, list) and len(e) >= 2 for e in found)
-    return found if ok else None
-
-
 def _turn(request: dict[str, Any], raw: dict[str, Any], body: dict[str, Any] | None = None) -> dict[str, Any]:
     options = dict(request)
     messages, tools = options.pop("messages", []), options.pop("tools", None)
@@ -106,7 +88,7 @@ def _turn(request: dict[str, Any], raw: dict[str, Any], body: dict[str, Any] | N
         raise ValueError("a request whose messages or tools are not lists")
     reply, finish = _reply_message(raw)
     turn = {"messages": messages, "tools": tools, "options": options, "reply": reply, "finish_reason": finish}
-    return {**turn, **_token_ids(body or {}, raw)}
+    return {**turn, **token_ids(body or {}, raw)}
 
 
 def _token_turn(turn: dict[str, Any]) -> dict[str, Any]:
@@ -172,6 +154,7 @@ class Episode:
     before: dict[str, Any]
     turns: Callable[[], Iterator[dict[str, Any]]]
     after: dict[str, Any]
+    key: str = "turns"  # the turns' key (ATIF's: steps)
 
     def write(self, out: IO[str], redact: Callable[[Any], Any] = lambda data: data) -> None:
         """As `json_text` writes the whole object, a turn at a time: in UTF-8, or, when any text cannot be written in
@@ -182,7 +165,7 @@ class Episode:
             out.write("".join(self._pieces(redact, escape=True)))
 
     def _pieces(self, redact: Callable[[Any], Any], escape: bool) -> Iterator[str]:
-        yield json_text(redact(self.before), escape)[:-1] + ',"turns":['
+        yield json_text(redact(self.before), escape)[:-1] + f',"{self.key}":['
         for n, turn in enumerate(self.turns()):
             yield ("," if n else "") + json_text(redact(turn), escape)
         yield "]," + json_text(redact(self.after), escape)[1:] + "\n"
@@ -272,6 +255,8 @@ def episode(transcript: Path, thread: Thread, fmt: str, extra: dict[str, Any]) -
     """The thread as a line of `fmt`; why it gives none, for a tokens line of a turn whose ids were not recorded."""
     metadata = {**thread.metadata(), **extra}
     last = thread.last
+    if fmt == "atif":
+        return _trajectory(transcript, thread, metadata)
     if fmt == "tokens":
         if thread.with_ids < thread.turns:
             return "no token ids (the chat wire, or a prompt sent as text)"
@@ -284,6 +269,25 @@ def episode(transcript: Path, thread: Thread, fmt: str, extra: dict[str, Any]) -
     if last.get("tools"):
         before["tools"] = last["tools"]
     return Episode(before, lambda: _thread_turns(transcript, thread), {"metadata": metadata})
+
+
+def _trajectory(transcript: Path, thread: Thread, metadata: dict[str, Any]) -> Episode:
+    """The thread as an ATIF trajectory (oc_repl/atif.py), the episode's metadata under its `extra`."""
+    from oc_repl.atif import RunRecord, trajectory
+    from oc_repl.transcript import numbered_events
+
+    record = RunRecord()
+    for number, event in numbered_events(transcript, thread.start):
+        if isinstance(event, BadInput) or (event.type == "thread.started" and number != thread.start):
+            break  # a cut last line, or the next thread
+        record(event)
+        if event.type == "thread.completed":
+            break
+    made = trajectory(record, thread.started.thread_id, __version__)
+    assert made is not None  # an answered thread sent a request
+    steps = made.pop("steps")
+    final = {"final_metrics": made.pop("final_metrics"), "extra": {"metadata": metadata}}
+    return Episode(made, lambda: iter(steps), final, key="steps")
 
 
 def export(path: Path, skipped: Skipped | None = None, fmt: str = "openai-chat") -> Iterator[Episode]:
