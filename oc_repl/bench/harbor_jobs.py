@@ -19,6 +19,7 @@ content hash, so two jobs of changed tasks are told apart; it is never compared 
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -142,6 +143,19 @@ def ended(path: Path) -> bool:
     return True
 
 
+def never_ran(path: Path) -> list[Path]:
+    """Trials Harbor stopped before their agent ran (a cancelled job writes them a result with no exception and no
+    verdict): Harbor's resume keeps them as finished, so they are run again only once removed."""
+    found = []
+    for job in jobs_in(path):
+        for trial in sorted(p for p in job.iterdir() if (p / RESULT).is_file()):
+            with contextlib.suppress(BadInput):
+                data = load_file(trial / RESULT)
+                if isinstance(data, dict) and "task_name" in data and _status(data, {}, False)[0] is Status.INTERRUPTED:
+                    found.append(trial)
+    return found
+
+
 def running(path: Path) -> list[Path]:
     """The trials of the job(s) at `path` that started and have no result yet."""
     return [
@@ -235,6 +249,10 @@ def _status(data: dict[str, Any], metadata: dict[str, Any], ours: bool) -> tuple
     passed = None if reward is None else reward >= 1.0
     tampered = bool(metadata.get("tampered"))
     if not kind:
+        if reward is None and data.get("agent_execution") is None:
+            return Status.INTERRUPTED, ""  # stopped before its agent ran (a cancelled job): it never ran
+        if reward is None:
+            return Status.VERIFIER_ERROR, "the verifier gave no reward (Harbor: no verifier result)"
         if ours and metadata.get("status"):
             return final(Status(metadata["status"]), passed, tampered), ""
         return final(Status.DONE, bool(passed), tampered), ""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -63,12 +64,15 @@ class Watcher:
             for arm in arms
         ]
 
-    def follow(self, interval: float, once: bool = False) -> int:
+    def follow(self, interval: float, once: bool = False, until: Callable[[], bool] | None = None) -> int:
+        """Look every `interval` seconds until every planned trial is finished, or `until()` says the run is over
+        (a Harbor job: by default once Harbor says it finished and no trial runs)."""
+        over = until or (lambda: self.harbor and harbor_jobs.ended(self.out) and not harbor_jobs.running(self.out))
         trials = self.planned()
         self.look(trials, first=True)
         self.progress.begin(trials, list(self.known.values()), self.health)
         try:
-            while not once and len(self.known) < len(trials) and not (self.harbor and harbor_jobs.ended(self.out)):
+            while not once and len(self.known) < len(trials) and not over():
                 time.sleep(interval)
                 self.look(trials)
                 self.progress.refresh(list(self.followed.values()), force=True)

@@ -128,6 +128,16 @@ def recorded_settings(out: Path, params: dict[str, Any]) -> tuple[dict[str, Any]
     help="A file of task names, one a line, to leave out (e.g. from `bench tasks --zero-variance FILE`).",
 )
 @click.option("--count-infra", is_flag=True, help="Count infrastructure failures as failures in the report.")
+@click.option(
+    "--harbor",
+    "harbor_env",
+    metavar="ENV",
+    help="Hand the trials to Harbor (docker, daytona, modal, e2b, runloop, gke, … or an environment's import path): "
+    "its environments, -j trials at once, its retries (--retry-infra N: max_retries N), its verifier (oc-repl's "
+    "does not run); Harbor-format task dirs or --dataset. --out is then a Harbor job (re-run to resume it with "
+    "Harbor's own resume), which every bench command reads. Needs Harbor: pip install 'oc-repl[harbor]'.",
+)
+@click.option("--dataset", metavar="NAME@VERSION", help="With --harbor: a dataset of Harbor's registry.")
 @click.pass_context
 def run_bench(
     ctx: click.Context,
@@ -140,6 +150,8 @@ def run_bench(
     retry_rounds: int | None,
     skip_tasks: Any,
     count_infra: bool,
+    harbor_env: str | None,
+    dataset: str | None,
     **params: Any,
 ) -> None:
     """Run every task in TASK_DIRS (task dirs, or folders of them) k times with each arm: each --protocol (a,b,...),
@@ -158,6 +170,9 @@ def run_bench(
     from oc_repl.sandbox.docker_container import connect
     from oc_repl.tasks.model import find_tasks
 
+    if harbor_env is not None or dataset is not None:
+        how = {"jobs": jobs, "retries": retry_rounds or 0, "count_infra": count_infra, "html_file": html_file}
+        sys.exit(_on_harbor(ctx, params, harbor_env, task_dirs, dataset, attempts, out, skip_tasks, **how))
     try:
         if task_dirs:
             settings, tasks, k = per_arm_settings(ctx, params), find_tasks(task_dirs), attempts or 1
@@ -187,6 +202,62 @@ def run_bench(
         click.echo(f"bench stopped: re-run with --out {out} to finish the missing trials", err=True)
         sys.exit(code)
     report_and_exit(out, html_file, count_infra, retry_rounds or 0)
+
+
+def _on_harbor(
+    ctx: click.Context,
+    params: dict[str, Any],
+    environment: str | None,
+    task_dirs: tuple[Path, ...],
+    dataset: str | None,
+    attempts: int | None,
+    out: Path | None,
+    skip_tasks: Any,
+    *,
+    jobs: int | None,
+    retries: int,
+    count_infra: bool,
+    html_file: Path | None,
+) -> int:
+    """The bench on Harbor's engine (oc_repl/bench/harbor_engine.py); its exit code."""
+    from oc_repl import paths
+    from oc_repl.bench import harbor_engine, harbor_jobs
+    from oc_repl.bench.pertask import read_task_filter
+    from oc_repl.bench.probe import check_servers
+    from oc_repl.bench.runner import default_jobs
+    from oc_repl.errors import OcReplError, UsageError
+    from oc_repl.tasks.model import find_tasks
+
+    try:
+        if environment is None:
+            raise UsageError("--dataset runs on Harbor's engine", hint="name its environment: --harbor docker")
+        settings = per_arm_settings(ctx, params)
+        check_servers(settings)
+        if out is not None and harbor_jobs.is_job(out):
+            click.echo(f"bench: resuming Harbor's job {out} as it was started (its own config)", err=True)
+            config = None
+        elif task_dirs or dataset:
+            out = out or paths.state_dir() / "bench" / time.strftime("%Y%m%dT%H%M%S")
+            if out.exists() and any(out.iterdir()):
+                raise UsageError(f"{out} is not empty and holds no Harbor job", hint="choose another --out")
+            tasks = [] if dataset else find_tasks(task_dirs)
+            skipped = read_task_filter(skip_tasks.read()) if skip_tasks is not None else set()
+            at_once = jobs or default_jobs()
+            k = attempts or 1
+            config = harbor_engine.job_config(out, settings, tasks, dataset, k, at_once, environment, retries, skipped)
+        else:
+            raise UsageError("name the task dirs or --dataset (or --out DIR of a Harbor job to resume)")
+        harbor_engine.harbor_command()
+        click.echo(f"bench: Harbor runs the trials on {environment}, the job in {out}", err=True)
+        key = next(iter(settings.values())).api_key or ""
+    except OcReplError as exc:
+        return report_error(exc)
+    code = harbor_engine.run(out, config, key)
+    if code:
+        click.echo(f"bench stopped: re-run with --harbor {environment} --out {out} to resume it", err=True)
+        return code
+    report_and_exit(out, html_file, count_infra, 0)
+    return 0
 
 
 def _make(out: Path, tasks: list[Any], settings: dict[str, Any], k: int, jobs: int, **how: bool) -> Any:

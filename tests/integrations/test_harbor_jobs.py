@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -205,3 +206,74 @@ def test_watch_follows_a_job_while_harbor_runs_it(tmp_path):
     assert [line.split("]")[0] for line in said] == ["[1/2", "[2/2"]
     solved = sum(r == 1.0 for r in rewards(job)["write-hi"])
     assert sum(": resolved (" in line for line in said) == solved
+
+
+def two_arms(delay: float = 0) -> dict[str, Any]:
+    """camel writes the right word, terminus-json the wrong one: routed by whether a request carries tools."""
+    keys = {"keystrokes": "echo no > /srv/out.txt\n", "duration": 0.5}
+    terminus = {"analysis": "a", "plan": "p", "commands": [keys], "task_complete": True}
+    return {
+        "routes": [
+            {"tools": True, "replies": [{**r, "delay": delay} for r in writes("hi")]},
+            {"tools": False, "replies": [{"text": json.dumps(terminus), "delay": delay}] * 3},
+        ],
+        "replies": [{"text": "unrouted"}],
+    }
+
+
+def bench_on_harbor(out: Path, server: FakeServer, *more: str) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "oc_repl", "bench", "--harbor", ENVIRONMENT, "--api-base", server.url, "--out"]
+    return subprocess.Popen(
+        [*argv, str(out), *more],
+        env=harbor_env(),
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_bench_on_harbors_engine_makes_a_job_every_bench_command_reads(tmp_path):
+    arms = ["--protocol", "camel-terminal-toolkit,terminus-json", "-k", "2", "-j", "2"]
+    with FakeServer(two_arms()) as server:
+        bench = bench_on_harbor(tmp_path / "job", server, str(TASK), *arms)
+        out, err = bench.communicate(timeout=600)
+    assert bench.returncode == 0, err[-3000:]
+    job = tmp_path / "job"
+    assert harbor_jobs.is_job(job) and len(trial_results(job)) == 4
+    said = [line for line in err.splitlines() if line.startswith("[")]  # the bench's progress, a line a trial
+    assert sorted(line.split("]")[0] for line in said) == ["[1/4", "[2/4", "[3/4", "[4/4"]
+    by_arm: dict[str, list[float]] = {}
+    for trial in trial_results(job):  # Harbor's own verdicts, by the protocol its agent ran
+        protocol = trial["agent_result"]["metadata"]["protocol"]
+        by_arm.setdefault(protocol, []).append(trial["verifier_result"]["rewards"]["reward"])
+    assert by_arm == {"camel-terminal-toolkit": [1.0, 1.0], "terminus-json": [0.0, 0.0]}
+    found = {a["label"]: a["resolved"] for a in report(job)["arms"]}
+    assert found == {"oc-repl:camel-terminal-toolkit": 2, "oc-repl:terminus-json": 0}
+    assert "lost (resolved only by oc-repl:camel-terminal-toolkit): write-hi" in out  # the bench's own report
+
+
+def test_a_bench_on_harbor_interrupted_and_run_again_resumes_the_job_without_counting_a_trial_twice(tmp_path):
+    job = tmp_path / "job"
+    with FakeServer(two_arms(delay=2)) as server:
+        bench = bench_on_harbor(job, server, str(TASK), "-k", "4", "-j", "1")
+        try:
+            deadline = time.monotonic() + 300
+            while not list(job.glob("*/result.json")):
+                assert time.monotonic() < deadline and bench.poll() is None, "no trial finished"
+                time.sleep(0.2)
+            bench.send_signal(signal.SIGINT)
+            _, err = bench.communicate(timeout=120)
+        finally:
+            bench.kill()
+        assert bench.returncode == 130, err[-3000:]
+        assert "re-run with --harbor" in err and len(list(job.glob("*/result.json"))) < 4
+        again = bench_on_harbor(job, server)  # the same --out: Harbor's own resume
+        _, err = again.communicate(timeout=600)
+    assert again.returncode == 0, err[-3000:]
+    assert "resuming Harbor's job" in err
+    trials = trial_results(job)
+    assert len(trials) == 4 and all(t["verifier_result"]["rewards"]["reward"] == 1.0 for t in trials)
+    (arm,) = report(job)["arms"]
+    assert (arm["trials"], arm["planned"], arm["resolved"]) == (4, 4, 4)
