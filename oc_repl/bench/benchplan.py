@@ -29,9 +29,10 @@ def write_plan(
     options: dict[str, dict[str, Any]],
     redact: Redactor | None = None,
     in_force: dict[str, dict[str, Any]] | None = None,
+    sequential: dict[str, Any] | None = None,
 ) -> None:
-    """DIR/bench.json: what this bench runs. A re-run must give a protocol the same run options, or its trials would
-    mix two setups."""
+    """DIR/bench.json: what this bench runs (`sequential`: --until decided's alpha, margin and budget). A re-run
+    must give a protocol the same run options, or its trials would mix two setups."""
     try:
         earlier = read_plan(out)
         before = earlier.get("run_options") or {}
@@ -55,6 +56,8 @@ def write_plan(
         "protocol_settings": {**(earlier.get("protocol_settings") or {}), **(in_force or {})},
         "updated_at": time.time(),
     }
+    if sequential or earlier.get("sequential"):
+        plan["sequential"] = sequential or earlier["sequential"]
     make_dirs(out)
     write_json_atomic(out / PLAN, plan, redact)
 

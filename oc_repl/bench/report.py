@@ -258,6 +258,7 @@ def print_report(out: Path, console: Console | None = None, count_infra: bool = 
     console.print(score_table(summary))
     console.print(failure_table(summary))
     print_lines(console, comparison_lines(summary) + infra_lines(summary, results) + task_lines(results, count_infra))
+    print_lines(console, sequential_lines(results, plan))
     planned = sum(a.planned for a in summary.arms)
     missing = planned - sum(a.trials for a in summary.arms)
     if missing > 0:
@@ -265,6 +266,19 @@ def print_report(out: Path, console: Console | None = None, count_infra: bool = 
             console, [f"{missing} of {planned} planned trials are unfinished: re-run the bench with --out {out}"]
         )
     return summary
+
+
+def sequential_lines(results: list[TrialResult], plan: dict[str, Any]) -> list[str]:
+    """A bench run --until decided: where its anytime-valid comparison stands, as the bench decided it."""
+    how = plan.get("sequential")
+    arms = [str(a) for a in plan.get("protocols") or []]
+    if not isinstance(how, dict) or len(arms) < 2:
+        return []
+    from oc_repl.bench.sequential import decision_lines, decisions
+
+    tasks = [str(t["name"]) for t in plan.get("tasks") or [] if isinstance(t, dict) and t.get("name")]
+    found = decisions(results, arms, tasks, float(how["alpha"]), float(how["margin"]))
+    return ["sequential comparison (--until decided):", *(f"  {line}" for line in decision_lines(found))]
 
 
 def print_compare(summary: Summary, console: Console | None = None) -> None:

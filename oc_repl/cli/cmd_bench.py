@@ -138,6 +138,26 @@ def recorded_settings(out: Path, params: dict[str, Any]) -> tuple[dict[str, Any]
     "Harbor's own resume), which every bench command reads. Needs Harbor: pip install 'oc-repl[harbor]'.",
 )
 @click.option("--dataset", metavar="NAME@VERSION", help="With --harbor: a dataset of Harbor's registry.")
+@click.option(
+    "--until",
+    type=click.Choice(["decided"]),
+    help="Run in rounds (one trial of every task with every arm), at most k, and stop once an anytime-valid test "
+    "decides each arm against the first: separable, or equivalent within --margin (see README, Planning and stopping).",
+)
+@click.option(
+    "--margin",
+    type=click.FloatRange(min=0, min_open=True),
+    default=5.0,
+    show_default=True,
+    help="With --until decided: a difference in pass@1 (percentage points) too small to matter.",
+)
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="With --until decided: each error rate, held at every look.",
+)
 @click.pass_context
 def run_bench(
     ctx: click.Context,
@@ -152,6 +172,9 @@ def run_bench(
     count_infra: bool,
     harbor_env: str | None,
     dataset: str | None,
+    until: str | None,
+    margin: float,
+    alpha: float,
     **params: Any,
 ) -> None:
     """Run every task in TASK_DIRS (task dirs, or folders of them) k times with each arm: each --protocol (a,b,...),
@@ -191,12 +214,23 @@ def run_bench(
         def make(at_once: int) -> Any:
             return _make(out, tasks, settings, k, at_once, keep_failures=keep_failures, only_infra=bool(retry_rounds))
 
+        sequential = {"alpha": alpha, "margin": margin / 100, "budget": k} if until else None
+        if sequential and len(settings) < 2:
+            raise UsageError("--until decided compares arms: give two or more (--protocol a,b, --model m1,m2, …)")
         first = make(jobs)
         if first.queue:
             check_servers(settings)
-        write_plan(out, tasks, k, trial_options(settings), redactor_for(settings), protocol_settings(settings))
+        recorded = (trial_options(settings), redactor_for(settings), protocol_settings(settings))
+        write_plan(out, tasks, 1 if sequential else k, *recorded, sequential=sequential)
     except OcReplError as exc:
         sys.exit(report_error(exc))
+    if sequential:
+        rounds = {"tasks": tasks, "settings": settings, "jobs": jobs, "keep_failures": keep_failures}
+        code = _until_decided(out, k, recorded, rounds)
+        if code:
+            sys.exit(code)
+        report_and_exit(out, html_file, count_infra)
+        sys.exit(0)
     code = _run_rounds(first, retry_rounds or 0, make)
     if code:
         click.echo(f"bench stopped: re-run with --out {out} to finish the missing trials", err=True)
@@ -257,6 +291,35 @@ def _on_harbor(
         click.echo(f"bench stopped: re-run with --harbor {environment} --out {out} to resume it", err=True)
         return code
     report_and_exit(out, html_file, count_infra, 0)
+    return 0
+
+
+def _until_decided(out: Path, budget: int, recorded: tuple[Any, ...], how: dict[str, Any]) -> int:
+    """Round after round (attempt r of every task and arm, infrastructure failures run again), until every arm is
+    decided against the first or `budget` rounds ran; what was decided, and why it stopped, said."""
+    from oc_repl.bench.read import read_bench
+    from oc_repl.bench.runner import write_plan
+    from oc_repl.bench.sequential import decision_lines, decisions
+
+    tasks, settings = how["tasks"], how["settings"]
+    for r in range(1, budget + 1):
+        write_plan(out, tasks, r, *recorded)
+        bench = _make(out, tasks, settings, r, how["jobs"], keep_failures=how["keep_failures"], only_infra=False)
+        if bench.queue:
+            click.echo(f"bench: round {r} of at most {budget}: {len(bench.queue)} trials", err=True)
+            code = bench.run()
+            if code:
+                click.echo(f"bench stopped: re-run with --out {out} --until decided to go on", err=True)
+                return code
+        results, plan = read_bench(out)
+        seq = plan["sequential"]
+        found = decisions(results, list(settings), [t.name for t in tasks], seq["alpha"], seq["margin"])
+        for line in decision_lines(found):
+            click.echo(f"bench: {line}", err=True)
+        if all(d.verdict != "not yet" for _, _, d in found):
+            click.echo(f"bench: decided after {r} rounds; stopped ({budget - r} rounds of the budget left)", err=True)
+            return 0
+    click.echo(f"bench: the budget of {budget} rounds is spent and not every comparison is decided", err=True)
     return 0
 
 
