@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from oc_repl.cli import TakesSettings, run_options, typed
+from oc_repl.cli.cmd_bench_plan import plan
 from oc_repl.cli.cmd_bench_report import COMMANDS, report_and_exit
 from oc_repl.cli.exits import report_error
 from oc_repl.rows import FLAG, TRIAL
@@ -350,3 +351,4 @@ def _run_rounds(first: Any, rounds: int, make: Any) -> int:
 
 for command in COMMANDS:
     bench.add_command(command)
+bench.add_command(plan)
