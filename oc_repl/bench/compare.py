@@ -21,6 +21,7 @@ from oc_repl.bench.exact import ALPHA, POWER, fisher, mcnemar, trials_needed
 from oc_repl.bench.power import detectable
 from oc_repl.bench.results import TrialResult
 from oc_repl.bench.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, ArmStats, arm_stats, bootstrap_ci, mean
+from oc_repl.bench.trend import Trend, trend
 
 METHOD = f"paired bootstrap over tasks, {BOOTSTRAP_RESAMPLES} resamples, seed {BOOTSTRAP_SEED}"
 
@@ -89,6 +90,7 @@ class Summary:
     comparisons: list[Comparison]
     tasks: list[str]
     count_infra: bool = False
+    trend: Trend | None = None  # a sweep's (three checkpoints or more)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -220,7 +222,10 @@ def summarize(arms: Sequence[Arm], count_infra: bool = False, consecutive: bool 
     pairs = zip(stats, stats[1:], strict=False) if consecutive else ((stats[0], s) for s in stats[1:])
     comparisons = [c for baseline, other in pairs if (c := compare(baseline, other)) is not None]
     tasks = sorted({t.task for a in arms for t in a.trials})
-    return Summary(arms=stats, comparisons=comparisons, tasks=tasks, count_infra=count_infra)
+    swept = (
+        trend(stats, lambda first, other: bool((c := compare(first, other)) and c.separable)) if consecutive else None
+    )
+    return Summary(arms=stats, comparisons=comparisons, tasks=tasks, count_infra=count_infra, trend=swept)
 
 
 def arms_of(results: list[TrialResult], plan: dict[str, Any], run: str = "", prefix: str = "") -> list[Arm]:

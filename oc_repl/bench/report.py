@@ -287,6 +287,8 @@ def print_compare(summary: Summary, console: Console | None = None) -> None:
     print_lines(console, comparison_lines(summary))
     if len(summary.arms) > 2:
         print_lines(console, ["", "pass@1 by arm, in order (● the rate, ├─┤ its 95% interval):", *sweep_lines(summary)])
+    if summary.trend is not None:
+        print_lines(console, [summary.trend.words()])
 
 
 def arm_json(a: ArmStats) -> dict[str, Any]:
