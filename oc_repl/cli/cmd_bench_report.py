@@ -78,7 +78,11 @@ def report(out: Path, html_file: Path | None, as_json: bool, count_infra: bool) 
 @_html_option
 @click.option("--json", "as_json", is_flag=True, help="The numbers as JSON on stdout instead of the tables.")
 @click.option("--count-infra", is_flag=True, help=COUNT_INFRA_HELP)
-@click.option("--sweep", is_flag=True, help="The runs are checkpoints in order: compare each with the one before it; with three or more, the trend.")
+@click.option(
+    "--sweep",
+    is_flag=True,
+    help="The runs are checkpoints in order: compare each with the one before it; with three or more, the trend.",
+)
 @click.option(
     "--allow-different-tasks",
     is_flag=True,
