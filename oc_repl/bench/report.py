@@ -48,11 +48,8 @@ def load_summary(out: Path, count_infra: bool = False) -> tuple[Summary, list[Tr
     return summarize(arms_of(results, plan, run=str(out)), count_infra), results, plan
 
 
-def load_runs(
-    dirs: Sequence[Path], count_infra: bool = False, consecutive: bool = False, different_tasks: bool = False
-) -> tuple[Summary, list[Arm]]:
-    """Every arm of every directory, labelled by its directory (and its own label when a directory has several),
-    and their numbers. Runs of a task whose content differs between them are refused unless `different_tasks`."""
+def gather_arms(dirs: Sequence[Path]) -> list[Arm]:
+    """Every arm of every directory, labelled by its directory (and its own label when a directory has several)."""
     arms: list[Arm] = []
     for label, out in zip(run_labels(dirs), dirs, strict=True):
         results, plan = load_bench(out)
@@ -60,6 +57,15 @@ def load_runs(
         for arm in found:
             arm.label = label if len(found) == 1 else f"{label}:{arm.label}"
         arms.extend(found)
+    return arms
+
+
+def load_runs(
+    dirs: Sequence[Path], count_infra: bool = False, consecutive: bool = False, different_tasks: bool = False
+) -> tuple[Summary, list[Arm]]:
+    """Every arm of every directory, labelled by its directory (and its own label when a directory has several),
+    and their numbers. Runs of a task whose content differs between them are refused unless `different_tasks`."""
+    arms = gather_arms(dirs)
     if len(arms) < 2:
         raise UsageError("a comparison needs two arms or more", hint="name two bench directories, or one with two arms")
     summary = summarize(arms, count_infra, consecutive)
@@ -274,10 +280,10 @@ def sequential_lines(results: list[TrialResult], plan: dict[str, Any]) -> list[s
     arms = [str(a) for a in plan.get("protocols") or []]
     if not isinstance(how, dict) or len(arms) < 2:
         return []
-    from oc_repl.bench.sequential import decision_lines, decisions
+    from oc_repl.bench.sequential import by_arm, decision_lines, decisions
 
     tasks = [str(t["name"]) for t in plan.get("tasks") or [] if isinstance(t, dict) and t.get("name")]
-    found = decisions(results, arms, tasks, float(how["alpha"]), float(how["margin"]))
+    found = decisions(by_arm(results, arms), tasks, float(how["alpha"]), float(how["margin"]))
     return ["sequential comparison (--until decided):", *(f"  {line}" for line in decision_lines(found))]
 
 

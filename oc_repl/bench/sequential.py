@@ -135,20 +135,30 @@ def round_differences(
 
 
 def decisions(
-    results: Sequence[Any], arms: Sequence[str], tasks: Sequence[str], alpha: float, margin: float
+    arms: dict[str, Sequence[Any]], tasks: Sequence[str], alpha: float, margin: float
 ) -> list[tuple[str, str, Decision]]:
-    """Each arm against the first, at alpha / (arms - 1): (baseline, other, decision). Trials that failed on
-    infrastructure are not outcomes of the model: a round waits for them to be run again."""
-    outcomes: dict[str, dict[tuple[str, int], bool]] = {arm: {} for arm in arms}
-    for r in results:
-        if r.label in outcomes and not r.infrastructure:
-            outcomes[r.label][(r.task, r.attempt)] = bool(r.resolved)
+    """Each arm (label -> its trials, in order) against the first, at alpha / (arms - 1): (baseline, other,
+    decision). Trials that failed on infrastructure are not outcomes of the model: a round waits for them to be run
+    again."""
+    outcomes = {
+        label: {(r.task, r.attempt): bool(r.resolved) for r in trials if not r.infrastructure}
+        for label, trials in arms.items()
+    }
     each = alpha / max(len(arms) - 1, 1)
-    baseline = arms[0]
+    baseline, *others = list(arms)
     return [
         (baseline, other, decide(round_differences(outcomes[baseline], outcomes[other], tasks), each, margin))
-        for other in arms[1:]
+        for other in others
     ]
+
+
+def by_arm(results: Sequence[Any], labels: Sequence[str]) -> dict[str, list[Any]]:
+    """A bench's trials grouped by arm, in the plan's order of arms."""
+    found: dict[str, list[Any]] = {label: [] for label in labels}
+    for r in results:
+        if r.label in found:
+            found[r.label].append(r)
+    return found
 
 
 def decision_lines(found: list[tuple[str, str, Decision]]) -> list[str]:

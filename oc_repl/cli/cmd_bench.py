@@ -300,7 +300,7 @@ def _until_decided(out: Path, budget: int, recorded: tuple[Any, ...], how: dict[
     decided against the first or `budget` rounds ran; what was decided, and why it stopped, said."""
     from oc_repl.bench.read import read_bench
     from oc_repl.bench.runner import write_plan
-    from oc_repl.bench.sequential import decision_lines, decisions
+    from oc_repl.bench.sequential import by_arm, decision_lines, decisions
 
     tasks, settings = how["tasks"], how["settings"]
     for r in range(1, budget + 1):
@@ -314,7 +314,7 @@ def _until_decided(out: Path, budget: int, recorded: tuple[Any, ...], how: dict[
                 return code
         results, plan = read_bench(out)
         seq = plan["sequential"]
-        found = decisions(results, list(settings), [t.name for t in tasks], seq["alpha"], seq["margin"])
+        found = decisions(by_arm(results, list(settings)), [t.name for t in tasks], seq["alpha"], seq["margin"])
         for line in decision_lines(found):
             click.echo(f"bench: {line}", err=True)
         if all(d.verdict != "not yet" for _, _, d in found):

@@ -157,18 +157,32 @@ def tasks(dirs: tuple[Path, ...], as_json: bool, count_infra: bool, zero_file: P
 
 
 @click.command("watch")
-@click.argument("out", type=DIRS)
+@click.argument("dirs", nargs=-1, required=True, type=DIRS)
 @click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, help="Seconds between looks (default 2).")
 @click.option("--once", is_flag=True, help="Print the state once and stop.")
-def watch(out: Path, interval: float, once: bool) -> None:
-    """Follow a bench another process runs in OUT (another terminal, another machine sharing the directory): its
-    trials finished of those planned, each arm's score with its interval, infrastructure failures, the server's
-    health as its trials' transcripts tell it, the running trials; until every planned trial is finished."""
-    from oc_repl.bench.watch import Watcher
+@click.option(
+    "--html",
+    "html_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the page here, rewritten every look; a browser showing it reloads it as often.",
+)
+def watch(dirs: tuple[Path, ...], interval: float, once: bool, html_file: Path | None) -> None:
+    """Follow a bench (or a Harbor job) another process runs (another terminal, another machine sharing the
+    directory): its trials finished of those planned, each arm's score with its interval, infrastructure failures,
+    the server's health as its trials' transcripts tell it, the running trials; until every planned trial is
+    finished. Several DIRs (checkpoints side by side) or --html: every arm's pass@1 and partial score with their
+    intervals, each against the first with the paired difference so far, the sequential decision so far, each
+    run's server health."""
     from oc_repl.errors import OcReplError
 
     try:
-        sys.exit(Watcher(out).follow(interval, once))
+        if len(dirs) == 1 and html_file is None:
+            from oc_repl.bench.watch import Watcher
+
+            sys.exit(Watcher(dirs[0]).follow(interval, once))
+        from oc_repl.bench.watch_runs import watch_runs
+
+        sys.exit(watch_runs(list(dirs), interval, once, html_file))
     except OcReplError as exc:
         sys.exit(report_error(exc))
 
