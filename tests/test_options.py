@@ -32,6 +32,11 @@ OWN = {
         "retry_rounds",
         "skip_tasks",
         "count_infra",
+        "harbor_env",
+        "dataset",
+        "until",
+        "margin",
+        "alpha",
     },
     "doctor": {"profile", "config_file", "timeout", "json_output"},
 }
