@@ -195,6 +195,8 @@ def run_bench(
     from oc_repl.tasks.model import find_tasks
 
     if harbor_env is not None or dataset is not None:
+        if until:
+            sys.exit(report_error(UsageError("--until decided runs rounds on the local bench, not on Harbor's engine")))
         how = {"jobs": jobs, "retries": retry_rounds or 0, "count_infra": count_infra, "html_file": html_file}
         sys.exit(_on_harbor(ctx, params, harbor_env, task_dirs, dataset, attempts, out, skip_tasks, **how))
     try:

@@ -47,3 +47,7 @@ def test_terminal_bench_tasks_and_settings_harbors_agent_does_not_take_are_refus
     assert "look the same to Harbor (oc-repl:camel-terminal-toolkit@qwen3-8b-oc)" in done.stderr
     done = run_cli([*base, "--dataset", "terminal-bench@2.0", "--memory-mb", "512"], tmp_path)
     assert done.returncode == 2 and "Harbor's oc-repl agent does not take memory_mb" in done.stderr, done.stderr
+    done = run_cli(
+        [*base, str(HARBOR_TASK), "--protocol", "camel-terminal-toolkit,terminus-json", "--until", "decided"], tmp_path
+    )
+    assert done.returncode == 2 and "--until decided runs rounds on the local bench" in done.stderr
