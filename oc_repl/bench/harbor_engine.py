@@ -13,6 +13,7 @@ trial; `--retry-infra N` becomes Harbor's `max_retries` (Harbor retries what its
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -121,13 +122,13 @@ def run(out: Path, config: dict[str, Any] | None, api_key: str, interval: float 
             sys.stderr.write(f"bench: {len(again)} trials Harbor stopped before they ran are run again\n")
         argv = [command, "job", "resume", "-p", str(out), "-f", "CancelledError"]
     else:
-        write_atomic(out / CONFIG, _json(config))
+        write_atomic(out / CONFIG, json.dumps(config, indent=2) + "\n")
         argv = [command, "run", "-c", str(out / CONFIG), "-y"]
     env = {**os.environ, **({KEY_ENV: api_key} if api_key else {})}
     with (out / LOG).open("ab") as log:
         harbor = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
     try:
-        while not harbor_jobs.is_job(out) or not (out / "lock.json").is_file():
+        while not harbor_jobs.is_job(out) or not (out / harbor_jobs.LOCK).is_file():
             if harbor.poll() is not None:
                 return _ended(harbor, out)
             time.sleep(0.2)
@@ -146,9 +147,3 @@ def _ended(harbor: subprocess.Popen, out: Path) -> int:
         tail = (out / LOG).read_text(errors="replace").strip().splitlines()[-5:] if (out / LOG).is_file() else []
         sys.stderr.write(f"harbor exited {harbor.returncode}; its output is in {out / LOG}\n" + "\n".join(tail) + "\n")
     return harbor.returncode or 0
-
-
-def _json(data: Any) -> str:
-    import json
-
-    return json.dumps(data, indent=2) + "\n"

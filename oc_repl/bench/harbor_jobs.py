@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import replace
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,8 @@ def load(path: Path) -> tuple[list[TrialResult], dict[str, Any]]:
         config = load_file(job / CONFIG)
         attempts = int(config.get("n_attempts") or 1) if isinstance(config, dict) else 1
         k = max(k, attempts)
-        planned = [*_locked(job), *(_planned(t) for t in sorted(p for p in job.iterdir() if p.is_dir()))]
+        trial_dirs = sorted(p for p in job.iterdir() if p.is_dir())
+        planned = _locked(job) or [_planned(t) for t in trial_dirs]  # the lock file, else each trial's own config
         shapes.add((attempts, frozenset(task for task, _ in planned if task)))
         if len(shapes) > 1:  # one plan holds every arm: the same tasks, as often
             raise BadInput(
@@ -101,7 +103,7 @@ def load(path: Path) -> tuple[list[TrialResult], dict[str, Any]]:
                 names.setdefault(task, "")
             if arm and arm not in arms:
                 arms.append(arm)
-        for trial in sorted(p for p in job.iterdir() if p.is_dir()):
+        for trial in trial_dirs:
             found = _finished(trial, path)
             if found is not None:
                 trials.append(found)
@@ -192,9 +194,17 @@ def arm_label(agent: dict[str, Any], metadata: dict[str, Any]) -> str:
 
 
 def _finished(trial: Path, root: Path) -> tuple[TrialResult, str] | None:
-    """The trial's record and Harbor's task checksum, or None while it runs (no result.json yet)."""
-    if not (trial / RESULT).is_file():
+    """The trial's record and Harbor's task checksum, or None while it runs (no result.json yet). A watch reads a
+    job again every few seconds: a result already read, unchanged since, is not parsed again."""
+    try:
+        stat = (trial / RESULT).stat()
+    except FileNotFoundError:
         return None
+    return _parsed(trial, root, (stat.st_mtime_ns, stat.st_size))
+
+
+@lru_cache(maxsize=100_000)
+def _parsed(trial: Path, root: Path, stamp: tuple[int, int]) -> tuple[TrialResult, str] | None:
     data = load_file(trial / RESULT)
     if not isinstance(data, dict) or "task_name" not in data:
         raise BadInput(trial / RESULT, "not a Harbor trial result")
@@ -203,12 +213,13 @@ def _finished(trial: Path, root: Path) -> tuple[TrialResult, str] | None:
     context = data.get("agent_result") or {}
     metadata = context.get("metadata") or {}
     label = arm_label(agent, metadata)
-    status, error = _status(data, metadata, (trial / TRANSCRIPT).is_file())
+    transcript = trial / TRANSCRIPT
+    ours = transcript.is_file()
+    status, error = _status(data, metadata, ours)
     if status is Status.INTERRUPTED:
         return None  # cancelled before it finished: missing, as a trial still running is
     protocol = str(metadata.get("protocol") or label)
     started, ended = _time(data.get("started_at")), _time(data.get("finished_at"))
-    transcript = trial / TRANSCRIPT
     # the transcript oc-repl's agent left (another agent's trial has none: its record is Harbor's alone)
     base = from_transcript(
         transcript,
@@ -231,7 +242,7 @@ def _finished(trial: Path, root: Path) -> tuple[TrialResult, str] | None:
         tokens_out=context.get("n_output_tokens") or base.tokens_out,
         model=agent.get("model_name") or base.model,
         error=error or base.error,
-        transcript=TRANSCRIPT if transcript.is_file() else "",
+        transcript=TRANSCRIPT if ours else "",
         directory=str(trial.relative_to(root)),
         turns=base.turns or int(metadata.get("n_turns") or 0),
         sandbox_calls=base.sandbox_calls or int(metadata.get("environment_calls") or 0),
@@ -241,7 +252,8 @@ def _finished(trial: Path, root: Path) -> tuple[TrialResult, str] | None:
 
 
 def _status(data: dict[str, Any], metadata: dict[str, Any], ours: bool) -> tuple[Status, str]:
-    """How the trial ended, in oc-repl's outcomes, and the cause when it is not the verdict alone."""
+    """How the trial ended, in oc-repl's outcomes, and the cause when it is not the verdict alone (`ours`: oc-repl's
+    agent ran it, so `metadata` holds its status and tamper evidence)."""
     exception = data.get("exception_info") or {}
     kind = str(exception.get("exception_type") or "")
     cause = f"{kind}: {str(exception.get('exception_message') or '').strip()[:300]}" if kind else ""

@@ -31,6 +31,7 @@ class RunsWatch:
         self.labels = run_labels(dirs)
         how = self.watchers[0].plan.get("sequential") or {}
         self.alpha, self.margin = float(how.get("alpha", ALPHA)), float(how.get("margin", MARGIN))
+        self._scored: tuple[int, list[Any]] = (-1, [])
 
     def look(self) -> int:
         """Read what landed; the trials finished in all runs."""
@@ -42,13 +43,24 @@ class RunsWatch:
         return all(len(w.known) >= len(w.planned()) for w in self.watchers)
 
     def page(self) -> Group:
-        parts: list[Any] = []
-        finished = [d for d, w in zip(self.dirs, self.watchers, strict=True) if w.known]
         planned = sum(len(w.planned()) for w in self.watchers)
         known = sum(len(w.known) for w in self.watchers)
-        parts.append(Text(f"trials {known}/{planned} finished in {len(self.dirs)} runs", style="bold"))
+        parts: list[Any] = [Text(f"trials {known}/{planned} finished in {len(self.dirs)} runs", style="bold")]
+        parts.extend(self._scores(known))
+        for label, watcher in zip(self.labels, self.watchers, strict=True):
+            running = len(watcher.followed)
+            parts.append(Text(f"{label}: {len(watcher.known)} finished, {running} running; {watcher.health.line()}"))
+        return Group(*parts)
+
+    def _scores(self, known: int) -> list[Any]:
+        """The scores, comparisons and decision of the runs' finished trials, read again only when more finished
+        (every look rewrites the page; the runs' records need reading only when they changed)."""
+        if self._scored[0] == known:
+            return self._scored[1]
+        parts: list[Any] = []
+        finished = [d for d, w in zip(self.dirs, self.watchers, strict=True) if w.known]
         if finished:
-            arms = gather_arms(finished) if len(self.dirs) > 1 else gather_arms(self.dirs)
+            arms = gather_arms(finished)
             summary = summarize(arms)
             parts.append(score_table(summary))
             parts.extend(Text(line) for line in comparison_lines(summary) if not line.startswith("  gained"))
@@ -57,10 +69,8 @@ class RunsWatch:
                 found = decisions({a.label: a.trials for a in arms}, tasks, self.alpha, self.margin)
                 parts.append(Text("sequential decision so far:"))
                 parts.extend(Text(f"  {line}") for line in decision_lines(found))
-        for label, watcher in zip(self.labels, self.watchers, strict=True):
-            running = len(watcher.followed)
-            parts.append(Text(f"{label}: {len(watcher.known)} finished, {running} running; {watcher.health.line()}"))
-        return Group(*parts)
+        self._scored = (known, parts)
+        return parts
 
     def write_html(self, path: Path, interval: float) -> None:
         console = Console(record=True, file=io.StringIO(), width=160, force_terminal=False)
