@@ -49,7 +49,7 @@ _CHUNK = 1 << 20
 
 
 # Unconfined, the model's commands inherit this process's environment minus its secrets: the server's API key (and
-# the like) would otherwise be one `env` away. Confined, they get an allow-list (local_view.environment).
+# the like) would otherwise be one `env` away. Confined, they get an allow-list (local_view.CommandEnvironment).
 _SECRET_NAMES = re.compile(r"(^OPENAI_|^OC_REPL_|_API_KEY$|_TOKEN$|_SECRET$|_PASSWORD$|^AWS_SECRET)", re.I)
 
 
@@ -90,6 +90,7 @@ class LocalSandbox(Metered, Sandbox):
         self._mark = local_marks.new_mark()
         self.meter = CallMeter()
         self._confinement: Confinement | None = None
+        self._environment: local_view.CommandEnvironment | None = None  # made at the first command
         if confine:
             try:
                 self._confinement = Confinement(self.root, network, writable_vcs, limits, private_files)
@@ -151,7 +152,9 @@ class LocalSandbox(Metered, Sandbox):
         where = str(self._path(cwd or self.root))
         if self._confinement is not None:
             channel = self.channel()
-            full_env = local_view.environment({**terminal, **(env or {})}, self._confinement.writable)
+            if self._environment is None:
+                self._environment = local_view.CommandEnvironment(self._confinement.writable)
+            full_env = self._environment({**terminal, **(env or {})})
             with bash_argv(command, first_fd=3) as (argv, fds):
                 proc: CapturedProcess = ConfinedProcess(
                     channel,

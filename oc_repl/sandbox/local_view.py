@@ -222,18 +222,28 @@ def search_path(path: str, writable: list[Path]) -> str:
     return ":".join(entry for entry in path.split(":") if not _leads_into(entry, writable))
 
 
-def environment(extra: dict[str, str] | None = None, writable: list[Path] | None = None) -> dict[str, str]:
-    """The environment of the model's commands: an allow-list of this process's, and the sandbox's own. Its PATH
-    keeps none of the `writable` places: dropped, not moved to the end, since any name not found before them would
-    still be looked up there."""
-    env = {k: v for k, v in os.environ.items() if k in ALLOWED_ENV or k.startswith("LC_")}
-    try:
-        user = pwd.getpwuid(os.geteuid()).pw_name
-    except KeyError:
-        user = str(os.geteuid())
-    shell = shutil.which("bash", path=DEFAULT_PATH) or "/bin/sh"
-    env.update(HOME=str(home()), USER=user, LOGNAME=user, SHELL=shell, TMPDIR="/tmp")
-    env.update(extra or {})
-    places = writable or []
-    env["PATH"] = search_path(env.get("PATH") or DEFAULT_PATH, places) or search_path(DEFAULT_PATH, places)
-    return env
+class CommandEnvironment:
+    """The environment of the model's commands in one sandbox: an allow-list of this process's, and the sandbox's own.
+    Its PATH keeps none of the `writable` places: dropped, not moved to the end, since any name not found before them
+    would still be looked up there. Worked out once a sandbox, not once a command: what it is made of (this process's
+    environment, the host's links outside the places the sandbox may write) is nothing a command can change."""
+
+    def __init__(self, writable: list[Path] | None = None) -> None:
+        self.places = writable or []
+        env = {k: v for k, v in os.environ.items() if k in ALLOWED_ENV or k.startswith("LC_")}
+        try:
+            user = pwd.getpwuid(os.geteuid()).pw_name
+        except KeyError:
+            user = str(os.geteuid())
+        shell = shutil.which("bash", path=DEFAULT_PATH) or "/bin/sh"
+        env.update(HOME=str(home()), USER=user, LOGNAME=user, SHELL=shell, TMPDIR="/tmp")
+        self.base = env
+        self._searched: dict[str, str] = {}
+
+    def __call__(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        env = {**self.base, **(extra or {})}
+        path = env.get("PATH") or DEFAULT_PATH
+        if path not in self._searched:
+            self._searched[path] = search_path(path, self.places) or search_path(DEFAULT_PATH, self.places)
+        env["PATH"] = self._searched[path]
+        return env
