@@ -25,6 +25,7 @@ import socket
 import subprocess
 import tempfile
 import threading
+import uuid
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
@@ -149,7 +150,12 @@ class Confinement:
         if not self._bwrap_path:
             shutil.rmtree(self.verifier_dir, ignore_errors=True)
             raise ConfinementUnavailable("bwrap not found (bubblewrap provides it)")
-        self._started: Future[None] = _LAUNCHER.submit(self._spawn)
+        try:
+            layout = self._prepare()
+        except BaseException:
+            shutil.rmtree(self.verifier_dir, ignore_errors=True)
+            raise
+        self._started: Future[None] = _LAUNCHER.submit(self._spawn, *layout)
 
     def ready(self) -> None:
         """Wait until the first process answers (at once after the first time). A ConfinementUnavailable when
@@ -167,17 +173,25 @@ class Confinement:
                         raise
                     self._end()
                     self._release_cgroup()
-                    self._started = _LAUNCHER.submit(self._spawn)
+                    self._started = _LAUNCHER.submit(self._spawn, *self._prepare())
         except BaseException:
             self.close()
             raise
         self._entered = True
 
-    def _spawn(self) -> None:
+    def _prepare(self) -> tuple[list[str], str]:
+        """The view of the host bubblewrap makes and the Python the first process runs, and the sandbox's cgroup: made
+        on the caller's thread before the launcher's starts bubblewrap. Both take hundreds of system calls, and on the
+        launcher's thread each would wait for the interpreter's lock again while the caller imports (ten times as
+        long; bubblewrap started that much later)."""
         mounts, python = local_view.mount_args(
             self.root, self.network, self.writable_vcs, self.limits.memory_mb, self.private_files
         )
         mounts += ["--ro-bind", str(self.verifier_dir), VERIFIER_HOME]  # the verifier's own files, read-only inside
+        self.cgroup = sandbox_limits.SandboxCgroup.create(f"{client_id()}-{uuid.uuid4().hex[:12]}", self.limits)
+        return mounts, python
+
+    def _spawn(self, mounts: list[str], python: str) -> None:
         self.writable = local_view.writable_places(mounts)
         argv = [self._bwrap_path, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         argv += ["--unshare-cgroup-try", "--disable-userns", "--die-with-parent", "--as-pid-1", "--cap-drop", "ALL"]
@@ -221,7 +235,6 @@ class Confinement:
             return  # bubblewrap failed, and ready() says why
         try:
             self._pin(info)
-            self.cgroup = sandbox_limits.SandboxCgroup.create(f"{client_id()}-{self._bwrap.pid}", self.limits)
             if self.cgroup is not None:
                 self.cgroup.add(info["child-pid"])
         except (ProcessLookupError, FileNotFoundError):
