@@ -50,6 +50,13 @@ BENCHES = [
     Bench("startup", "startup.py", quick=("--runs", "2")),
     Bench("turn_overhead", "turn_overhead.py", quick=("--turns", "20")),
     Bench("per_turn", "per_turn.py", quick=("--runs", "1", "--low", "1", "--high", "3")),
+    Bench(
+        "per_turn_docker",
+        "per_turn.py",
+        full=("--image", IMAGE, "--only-docker"),
+        quick=("--image", IMAGE, "--only-docker", "--runs", "1", "--low", "1", "--high", "3"),
+        needs=("docker", "docker-cli"),
+    ),
     Bench("local_confine", "local_confine.py", quick=("--runs", "10")),
     Bench("output_memory", "output_memory.py", quick=("--gigabytes", "0.05")),
     Bench("terminus_wait", "terminus_wait.py", quick=("--commands", "3"), needs=("tmux",)),

@@ -19,10 +19,15 @@ HIGH run, from the server's arrival times: (request LOW+1 to request HIGH+1) / (
 - the kept-shell floor: the same requests, each call's `true` written to one `bash` kept running for the whole run
   and its end read back (no process started a turn: what a turn costs at least where commands go through a kept
   process, as a confined sandbox's do).
+Both floors ask streamed and unstreamed; oc-repl streamed (its default) and with --no-stream is set against the floors
+of its own kind. With --image, the same in docker: oc-repl on `docker:<container>` (one container made for the
+benchmark from the image) against the kept-shell floor in that container (`docker exec -i` of one `bash`, kept) and
+the docker floor (that kept shell starting `bash -c true` for each call: a fresh process a command, as oc-repl's are).
 oc-repl's loop detection is off (--loop-limit 0): the same call every turn is the point here. Each side writes its
 record as it does by default (oc-repl its transcript, mini its trajectory).
-Goals: confined, a turn <= 3x the floor, <= 2x the kept-shell floor and >= 1.5x faster than mini-swe-agent.
-Run: python benchmarks/per_turn.py [--runs 5] [--low 5] [--high 45] [--mini-venv DIR]
+Goals: confined, a turn <= 3x the floor, <= 2x the kept-shell floor and >= 1.5x faster than mini-swe-agent; in
+docker, <= 3x the kept-shell floor in the container.
+Run: python benchmarks/per_turn.py [--runs 5] [--low 5] [--high 45] [--mini-venv DIR] [--image IMAGE]
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -84,55 +90,100 @@ def mini_command(venv: Path) -> Path:
 
 
 @dataclass(frozen=True)
+class Where:
+    """What a run's argv is made of: the server, the run's directory, mini's command, the benchmark's container."""
+
+    url: str
+    work: Path
+    mini: Path
+    container: str = ""
+
+
+@dataclass(frozen=True)
 class Side:
     name: str
     call: str  # one turn's reply
     last: str  # the reply that ends the run
-
-    def argv(self, url: str, work: Path, mini: Path) -> list[str]:
-        if self.name in FLOORS:
-            return [sys.executable, "-c", FLOORS[self.name], url]
-        if self.name.startswith("mini"):
-            argv = [str(mini), "-m", f"openai/{MODEL}", "-c", "mini.yaml", "-c", f"model.model_kwargs.api_base={url}"]
-            return [*argv, "-c", f"environment.cwd={work}", "-y", "--exit-immediately", "-l", "0", "-t", "run true"]
-        argv = [sys.executable, "-m", "oc_repl", "run", "--api-base", url, "--sandbox", f"local:{work}", "--yes"]
-        argv += ["--loop-limit", "0", "--max-turns", "100000", "--retries", "0"]
-        return [*argv, *(["--no-confine"] if "no-confine" in self.name else []), "run true"]
+    argv: Callable[[Where], list[str]]
+    stream: bool = True
+    floor: bool = False
 
 
-FLOOR = "floor: a request and `bash -c true`"
-# The floor's whole process: requests until the server's script runs out (its last reply is not a call), a bare
-# `bash -c true` after each call. Only the standard library, so its start-up is Python's own.
+# A floor's whole process: requests until the server's script runs out (its last reply is not a call), for each call
+# a bare `bash -c true`, or a line (argv[3]) written to a shell kept for the run (argv[4:]: how that shell starts) and
+# its end read back. Only the standard library, so its start-up is Python's own.
 FLOOR_SCRIPT = """
 import http.client, json, subprocess, sys, urllib.parse
-url = urllib.parse.urlsplit(sys.argv[1])
+url, stream, line, kept = urllib.parse.urlsplit(sys.argv[1]), sys.argv[2] == "stream", sys.argv[3], sys.argv[4:]
 connection = http.client.HTTPConnection(url.hostname, url.port)
-body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "run true"}]})
+request = {"model": "m", "messages": [{"role": "user", "content": "run true"}], **({"stream": True} if stream else {})}
+body = json.dumps(request)
+shell = subprocess.Popen(kept, stdin=subprocess.PIPE, stdout=subprocess.PIPE) if kept else None
 while True:
     connection.request("POST", url.path + "/chat/completions", body, {"Content-Type": "application/json"})
     reply = connection.getresponse().read()
     if b'"tool_calls": [' not in reply:
         break
-    subprocess.run(["bash", "-c", "true"])
+    if shell is None:
+        subprocess.run(["bash", "-c", "true"])
+    else:
+        shell.stdin.write(line.encode() + b"; echo done\\n"); shell.stdin.flush(); shell.stdout.readline()
 """
-KEPT_FLOOR = "kept-shell floor: a request and `true` in a kept bash"
-KEPT_FLOOR_SCRIPT = FLOOR_SCRIPT.replace(
-    "while True:",
-    "shell = subprocess.Popen(['bash'], stdin=subprocess.PIPE, stdout=subprocess.PIPE)\nwhile True:",
-).replace(
-    'subprocess.run(["bash", "-c", "true"])',
-    "shell.stdin.write(b'true; echo done\\n'); shell.stdin.flush(); shell.stdout.readline()",
-)
-FLOORS = {FLOOR: FLOOR_SCRIPT, KEPT_FLOOR: KEPT_FLOOR_SCRIPT}
+
+
+def floor(name: str, stream: bool, kept: Callable[[Where], list[str]], line: str = "true") -> Side:
+    way = "streamed" if stream else "unstreamed"
+    argv = lambda at: [sys.executable, "-c", FLOOR_SCRIPT, at.url, way, line, *kept(at)]  # noqa: E731
+    return Side(f"{name}, {way}", OC_CALL, OC_DONE, argv, stream, floor=True)
+
+
+def oc_repl(name: str, stream: bool, *options: str, docker: bool = False) -> Side:
+    def argv(at: Where) -> list[str]:
+        sandbox = f"docker:{at.container}" if docker else f"local:{at.work}"
+        argv = [sys.executable, "-m", "oc_repl", "run", "--api-base", at.url, "--sandbox", sandbox, "--yes"]
+        argv += ["--loop-limit", "0", "--max-turns", "100000", "--retries", "0", *options]
+        return [*argv, *([] if stream else ["--no-stream"]), "run true"]
+
+    return Side(f"{name}{'' if stream else ', --no-stream'}", OC_CALL, OC_DONE, argv, stream)
+
+
+def mini_argv(at: Where) -> list[str]:
+    argv = [str(at.mini), "-m", f"openai/{MODEL}", "-c", "mini.yaml", "-c", f"model.model_kwargs.api_base={at.url}"]
+    return [*argv, "-c", f"environment.cwd={at.work}", "-y", "--exit-immediately", "-l", "0", "-t", "run true"]
 
 
 OC_CALL = call_text("shell_exec", {"id": "s1", "command": "true", "block": True, "timeout": None})
 OC_DONE = "<think>\n\n</think>\n\ndone"
-MINI_SIDE = Side("mini-swe-agent 2.4.6", call_text("bash", {"command": "true"}), call_text("bash", {"command": SUBMIT}))
-OC_UNCONFINED = Side("oc-repl --no-confine", OC_CALL, OC_DONE)
-OC_CONFINED = Side("oc-repl (confined, the default)", OC_CALL, OC_DONE)
-FLOOR_SIDE = Side(FLOOR, OC_CALL, OC_DONE)
-KEPT_FLOOR_SIDE = Side(KEPT_FLOOR, OC_CALL, OC_DONE)
+MINI_SIDE = Side(
+    "mini-swe-agent 2.4.6", call_text("bash", {"command": "true"}), call_text("bash", {"command": SUBMIT}), mini_argv
+)
+FLOOR = "floor: request + `bash -c true`"
+KEPT_FLOOR = "kept-shell floor: request + `true` in a kept bash"
+DOCKER_FLOOR = "docker kept-shell floor: request + `true` in a kept bash"
+DOCKER_FRESH = "docker floor: request + `bash -c true` from a kept bash"
+CONFINED = "oc-repl (confined, the default)"
+DOCKER = "oc-repl docker:<container>"
+
+
+def local_sides(confined: bool) -> list[Side]:
+    sides = [MINI_SIDE]
+    for stream in (True, False):
+        sides += [floor(FLOOR, stream, lambda at: []), floor(KEPT_FLOOR, stream, lambda at: ["bash"])]
+        sides += [oc_repl(CONFINED, stream)] if confined else []
+    return [*sides, oc_repl("oc-repl --no-confine", True, "--no-confine")]
+
+
+def docker_sides() -> list[Side]:
+    kept = lambda at: ["docker", "exec", "-i", at.container, "bash"]  # noqa: E731
+    return [
+        side
+        for stream in (True, False)
+        for side in (
+            floor(DOCKER_FLOOR, stream, kept),
+            floor(DOCKER_FRESH, stream, kept, "bash -c true"),
+            oc_repl(DOCKER, stream, docker=True),
+        )
+    ]
 
 
 def mini_env(home: Path) -> dict[str, str]:
@@ -157,13 +208,13 @@ class Sample:
     received: tuple[float, ...]  # when each chat request reached the server (this process's perf_counter)
 
 
-def run_once(side: Side, commands: int, mini: Path, home: Path) -> Sample:
+def run_once(side: Side, commands: int, mini: Path, home: Path, container: str) -> Sample:
     """One whole run of `commands` turns plus the last."""
     work = Path(tempfile.mkdtemp(dir=home))
     env = mini_env(home) if side is MINI_SIDE else isolated_env(home)
     replies = [{"text": side.call}] * commands + [{"text": side.last}]
     with FakeServer({"replies": replies}) as server:
-        argv = side.argv(server.url, work, mini)
+        argv = side.argv(Where(server.url, work, mini, container))
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         proc = subprocess.run(argv, env=env, cwd=work, stdin=subprocess.DEVNULL, capture_output=True, timeout=900)
@@ -181,21 +232,35 @@ def run_once(side: Side, commands: int, mini: Path, home: Path) -> Sample:
 Samples = dict[str, dict[int, list[Sample]]]
 
 
-def measure(sides: list[Side], low: int, high: int, runs: int, mini: Path) -> Samples:
+def measure(sides: list[Side], low: int, high: int, runs: int, mini: Path, container: str = "") -> Samples:
     samples: Samples = {s.name: {low: [], high: []} for s in sides}
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         for side in sides:  # warm-up, not timed: byte-code, the page cache, mini's virtualenv
-            run_once(side, low, mini, home)
+            run_once(side, low, mini, home, container)
         order = [(side, n) for side in sides for n in (low, high)]
         for _ in range(runs):
             random.shuffle(order)  # drift in the machine's load hits every side and size alike
             for side, n in order:
-                samples[side.name][n].append(run_once(side, n, mini, home))
+                samples[side.name][n].append(run_once(side, n, mini, home, container))
     return samples
 
 
-def to_rows(samples: Samples, low: int, high: int) -> list[Row]:
+def against(side: Side) -> list[tuple[str, str, float | None]]:
+    """What `side` is set against: (the other side, as named in a row, the goal's factor or None)."""
+    way = "streamed" if side.stream else "unstreamed"
+    if side.name.startswith(DOCKER):
+        return [
+            (f"{DOCKER_FRESH}, {way}", "the docker floor, same way", None),
+            (f"{DOCKER_FLOOR}, {way}", "the docker kept-shell floor, same way", 3.0),
+        ]
+    confined = side.name.startswith(CONFINED)
+    mini = [(MINI_SIDE.name, f"{MINI_SIDE.name}, same way", 1 / 1.5 if confined else None)] if side.stream else []
+    floors = [(f"{FLOOR}, {way}", "the floor, same way", 3.0 if confined else None)]
+    return [*mini, *floors, (f"{KEPT_FLOOR}, {way}", "the kept-shell floor, same way", 2.0 if confined else None)]
+
+
+def to_rows(samples: Samples, sides: list[Side], low: int, high: int) -> list[Row]:
     """Per turn, three ways: whole runs differenced (wall, CPU), and inside the long runs, from the request that
     follows command `low` to the one that follows command `high` (start-up and exit left out by construction)."""
 
@@ -212,30 +277,38 @@ def to_rows(samples: Samples, low: int, high: int) -> list[Row]:
             name, high, lambda s: s.received[high] - s.received[low]
         ),
     }
-    base = MINI_SIDE.name
     rows = []
     for way, seconds in ways.items():
-        mini, floor, kept = (seconds(name) / (high - low) * 1000 for name in (base, FLOOR, KEPT_FLOOR))
-        rows += [
-            Row(f"{name}: per turn, {way}", ms, "ms") for name, ms in ((base, mini), (FLOOR, floor), (KEPT_FLOOR, kept))
-        ]
-        for name in samples:
-            if name in (base, *FLOORS):
+        cost = {side.name: seconds(side.name) / (high - low) * 1000 for side in sides}
+        rows += [Row(f"{side.name}: per turn, {way}", cost[side.name], "ms") for side in sides if side.floor]
+        rows += [Row(f"{MINI_SIDE.name}: per turn, {way}", cost[MINI_SIDE.name], "ms")] if MINI_SIDE in sides else []
+        for side in sides:
+            if side.floor or side is MINI_SIDE:
                 continue
-            cost = seconds(name) / (high - low) * 1000
-            confined = name == OC_CONFINED.name
-            faster = {"goal": ">= 1.5x faster (<= 0.667x)", "met": cost * 1.5 <= mini} if confined else {}
-            near = {"goal": "<= 3x the floor", "met": cost <= 3 * floor} if confined else {}
-            nearer = {"goal": "<= 2x the kept-shell floor", "met": cost <= 2 * kept} if confined else {}
-            rows.append(Row(f"{name}: per turn, {way}", cost, "ms", f"{base}, same way", mini, **faster))
-            rows.append(Row(f"{name}: per turn, {way}", cost, "ms", "the floor, same way", floor, **near))
-            rows.append(Row(f"{name}: per turn, {way}", cost, "ms", "the kept-shell floor, same way", kept, **nearer))
-    label = f"a {low}-command run (wall)"
-    mini_run = median(base, low, lambda s: s.wall) * 1000
-    for name in samples:
-        if name not in (base, *FLOORS):
-            rows.append(Row(f"{name}: {label}", median(name, low, lambda s: s.wall) * 1000, "ms", base, mini_run))
+            for other, named, factor in against(side):
+                if other not in cost:
+                    continue
+                goal = {}
+                if factor is not None:
+                    said = f"<= {factor:g}x {named.removesuffix(', same way')}" if factor >= 1 else ">= 1.5x faster"
+                    goal = {"goal": said, "met": cost[side.name] <= factor * cost[other]}
+                rows.append(Row(f"{side.name}: per turn, {way}", cost[side.name], "ms", named, cost[other], **goal))
+    if MINI_SIDE in sides:
+        label, mini_run = f"a {low}-command run (wall)", median(MINI_SIDE.name, low, lambda s: s.wall) * 1000
+        for side in sides:
+            if not side.floor and side is not MINI_SIDE:
+                run = median(side.name, low, lambda s: s.wall) * 1000
+                rows.append(Row(f"{side.name}: {label}", run, "ms", MINI_SIDE.name, mini_run))
     return rows
+
+
+def container_of(image: str) -> tuple[Any, str]:
+    """A container of `image` for the docker sides (no network, as a task's by default), and its id."""
+    from oc_repl.sandbox.docker_container import connect
+
+    client = connect()
+    made = client.containers.run(image, ["sleep", "infinity"], detach=True, network_mode="none", auto_remove=False)
+    return made, made.id
 
 
 def main() -> None:
@@ -244,19 +317,27 @@ def main() -> None:
     parser.add_argument("--low", type=int, default=5)
     parser.add_argument("--high", type=int, default=45)
     parser.add_argument("--mini-venv", type=Path, default=CACHE / "mini-swe-agent-2.4.6")
+    parser.add_argument("--image", help="also in docker: a container of this image (e.g. oc-repl-test:bookworm)")
+    parser.add_argument("--only-docker", action="store_true", help="with --image: the docker sides alone")
     add_option(parser)
     args = parser.parse_args()
-    mini = mini_command(args.mini_venv)
-    sides = [MINI_SIDE, FLOOR_SIDE, KEPT_FLOOR_SIDE, OC_UNCONFINED] + ([OC_CONFINED] if confine.check()[0] else [])
+    sides = [] if args.only_docker else local_sides(confine.check()[0])
+    mini = mini_command(args.mini_venv) if MINI_SIDE in sides else args.mini_venv
+    made, container = container_of(args.image) if args.image else (None, "")
+    sides += docker_sides() if args.image else []
     load = os.getloadavg()[0]
-    samples = measure(sides, args.low, args.high, args.runs, mini)
-    rows = to_rows(samples, args.low, args.high)
-    print(f"turns {args.low} -> {args.high} differenced, medians of {args.runs} runs; `true` on local:, instant model")
+    try:
+        samples = measure(sides, args.low, args.high, args.runs, mini, container)
+    finally:
+        if made is not None:
+            made.remove(force=True)
+    rows = to_rows(samples, sides, args.low, args.high)
+    print(f"turns {args.low} -> {args.high} differenced, medians of {args.runs} runs; `true` each turn, instant model")
     print(f"load average (1 min) at the start {load:.2f}, at the end {os.getloadavg()[0]:.2f}, {os.cpu_count()} cpus")
     for row in rows:
         ratio = f"   {row.ratio:5.3f}x {row.baseline}" if row.ratio is not None else ""
         verdict = f"   goal {row.goal}: {'met' if row.met else 'NOT met'}" if row.goal else ""
-        print(f"{row.figure:78s} {row.value:8.2f} ms{ratio}{verdict}")
+        print(f"{row.figure:90s} {row.value:8.2f} ms{ratio}{verdict}")
     write(rows, args.rows)
 
 
