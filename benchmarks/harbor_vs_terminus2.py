@@ -37,15 +37,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.rows import Row, add_option, skip, write  # noqa: E402
+from benchmarks.rows import Row, add_option, harbor_imports, write  # noqa: E402
 
-try:
+with harbor_imports(__name__):
     from oc_repl.harbor import OfflineComposeV1Environment
     from tests.harbor_support import AGENT, harbor_run
-except ImportError as exc:  # run outside Harbor's virtualenv
-    if __name__ == "__main__":
-        skip(f"Harbor does not load here ({exc}): run this in Harbor's virtualenv")
-    raise
 
 CALLS = "environment-calls.jsonl"  # in each trial's directory
 ENVIRONMENT = "benchmarks.harbor_vs_terminus2:CountingEnvironment"

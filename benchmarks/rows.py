@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import NoReturn
@@ -50,3 +52,14 @@ def read(path: Path) -> list[Row]:
 def skip(reason: str) -> NoReturn:
     print(f"skipped: {reason}", file=sys.stderr, flush=True)
     sys.exit(SKIP)
+
+
+@contextmanager
+def harbor_imports(module: str) -> Iterator[None]:
+    """Imports that need Harbor: a script run outside Harbor's virtualenv (`module` is its `__name__`) is skipped."""
+    try:
+        yield
+    except ImportError as exc:
+        if module == "__main__":
+            skip(f"Harbor does not load here ({exc}): run this in Harbor's virtualenv")
+        raise

@@ -29,15 +29,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.rows import Row, add_option, skip, write  # noqa: E402
+from benchmarks.rows import Row, add_option, harbor_imports, write  # noqa: E402
 
-try:
+with harbor_imports(__name__):
     from benchmarks.harbor_vs_terminus2 import AGENTS, KEY, MODEL, TASKS, dataset, server_script
     from tests.harbor_support import ENVIRONMENT, harbor_env
-except ImportError as exc:  # run outside Harbor's virtualenv
-    if __name__ == "__main__":
-        skip(f"Harbor does not load here ({exc}): run this in Harbor's virtualenv")
-    raise
 
 GOAL = 2.5
 # a wrapper that runs the evaluation and reports its whole tree's CPU and its largest process's peak memory
