@@ -223,25 +223,26 @@ def search_path(path: str, writable: list[Path]) -> str:
 
 
 class CommandEnvironment:
-    """The environment of the model's commands in one sandbox: an allow-list of this process's, and the sandbox's own.
-    Its PATH keeps none of the `writable` places: dropped, not moved to the end, since any name not found before them
-    would still be looked up there. Worked out once a sandbox, not once a command: what it is made of (this process's
-    environment, the host's links outside the places the sandbox may write) is nothing a command can change."""
+    """The environment of the model's commands in one sandbox: an allow-list of this process's environment as it is
+    when each starts, and the sandbox's own. Its PATH keeps none of the `writable` places: dropped, not moved to the
+    end, since any name not found before them would still be looked up there. Which entries those are is worked out
+    once a sandbox for each PATH (a walk of the host's links, hundreds of system calls): the links outside the places
+    the sandbox may write are nothing its commands can change."""
 
     def __init__(self, writable: list[Path] | None = None) -> None:
         self.places = writable or []
-        env = {k: v for k, v in os.environ.items() if k in ALLOWED_ENV or k.startswith("LC_")}
         try:
             user = pwd.getpwuid(os.geteuid()).pw_name
         except KeyError:
             user = str(os.geteuid())
         shell = shutil.which("bash", path=DEFAULT_PATH) or "/bin/sh"
-        env.update(HOME=str(home()), USER=user, LOGNAME=user, SHELL=shell, TMPDIR="/tmp")
-        self.base = env
+        self._own = {"USER": user, "LOGNAME": user, "SHELL": shell, "TMPDIR": "/tmp"}
         self._searched: dict[str, str] = {}
 
     def __call__(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        env = {**self.base, **(extra or {})}
+        env = {k: v for k, v in os.environ.items() if k in ALLOWED_ENV or k.startswith("LC_")}
+        env.update(HOME=str(home()), **self._own)
+        env.update(extra or {})
         path = env.get("PATH") or DEFAULT_PATH
         if path not in self._searched:
             self._searched[path] = search_path(path, self.places) or search_path(DEFAULT_PATH, self.places)
