@@ -26,7 +26,9 @@ the docker floor (that kept shell starting `bash -c true` for each call: a fresh
 oc-repl's loop detection is off (--loop-limit 0): the same call every turn is the point here. Each side writes its
 record as it does by default (oc-repl its transcript, mini its trajectory).
 Goals: confined, a turn <= 3x the floor, <= 2x the kept-shell floor and >= 1.5x faster than mini-swe-agent; in
-docker, <= 3x the floor and the kept-shell floor in the container.
+docker, <= 3x the floor and the kept-shell floor in the container. The kept-shell goals ask less than a fresh `bash -c`
+costs alone, and each of the model's commands is one, as in training (README, after `python -m benchmarks`): they
+show the distance.
 Run: python benchmarks/per_turn.py [--runs 5] [--low 5] [--high 45] [--mini-venv DIR] [--image IMAGE]
 """
 
