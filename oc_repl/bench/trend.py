@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from oc_repl.bench.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from oc_repl.bench.stats import BOOTSTRAP_RESAMPLES, bootstrap_ci
 
 METHOD = f"least squares over the checkpoints' places; bootstrap over tasks, {BOOTSTRAP_RESAMPLES} resamples"
 
@@ -58,8 +58,6 @@ def trend(arms: Sequence[Any], separable: Callable[[Any, Any], bool]) -> Trend |
         return None
     shares = np.array([[a.per_task[t][1] / a.per_task[t][0] for a in arms] for t in common])
     slopes = task_slopes(shares)
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    means = slopes[rng.integers(0, len(slopes), (BOOTSTRAP_RESAMPLES, len(slopes)))].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
+    low, high = bootstrap_ci(slopes.tolist())
     first = next((a.label for a in arms[1:] if separable(arms[0], a)), None)
-    return Trend(float(slopes.mean()), float(low), float(high), len(common), first)
+    return Trend(float(slopes.mean()), low, high, len(common), first)
