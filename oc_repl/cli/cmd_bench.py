@@ -228,7 +228,7 @@ def run_bench(
     except OcReplError as exc:
         sys.exit(report_error(exc))
     if sequential:
-        rounds = {"tasks": tasks, "settings": settings, "jobs": jobs, "keep_failures": keep_failures}
+        rounds = {"tasks": tasks, "settings": settings, "jobs": jobs, "keep_failures": keep_failures, **sequential}
         code = _until_decided(out, k, recorded, rounds)
         if code:
             sys.exit(code)
@@ -300,7 +300,7 @@ def _on_harbor(
 def _until_decided(out: Path, budget: int, recorded: tuple[Any, ...], how: dict[str, Any]) -> int:
     """Round after round (attempt r of every task and arm, infrastructure failures run again), until every arm is
     decided against the first or `budget` rounds ran; what was decided, and why it stopped, said."""
-    from oc_repl.bench.read import read_bench
+    from oc_repl.bench.results import load_results
     from oc_repl.bench.runner import write_plan
     from oc_repl.bench.sequential import by_arm, decision_lines, decisions
 
@@ -314,9 +314,9 @@ def _until_decided(out: Path, budget: int, recorded: tuple[Any, ...], how: dict[
             if code:
                 click.echo(f"bench stopped: re-run with --out {out} --until decided to go on", err=True)
                 return code
-        results, plan = read_bench(out)
-        seq = plan["sequential"]
-        found = decisions(by_arm(results, list(settings)), [t.name for t in tasks], seq["alpha"], seq["margin"])
+        found = decisions(
+            by_arm(load_results(out), list(settings)), [t.name for t in tasks], how["alpha"], how["margin"]
+        )
         for line in decision_lines(found):
             click.echo(f"bench: {line}", err=True)
         if all(d.verdict != "not yet" for _, _, d in found):
