@@ -103,11 +103,9 @@ def load(path: Path) -> tuple[list[TrialResult], dict[str, Any]]:
                 names.setdefault(task, "")
             if arm and arm not in arms:
                 arms.append(arm)
-        for trial in trial_dirs:
-            found = _finished(trial, path)
-            if found is not None:
-                trials.append(found)
-                names[found[0].task] = found[1] or names.get(found[0].task, "")
+        for found in _results(trial_dirs, path):
+            trials.append(found)
+            names[found[0].task] = found[1] or names.get(found[0].task, "")
     results = _numbered([t for t, _ in trials])
     plan = {
         "format": FORMAT,
@@ -117,6 +115,17 @@ def load(path: Path) -> tuple[list[TrialResult], dict[str, Any]]:
         "jobs": [str(j) for j in jobs],
     }
     return results, plan
+
+
+def finished(path: Path) -> list[TrialResult]:
+    """The finished trials of the job(s) at `path` alone, numbered as `load` numbers them: what a watch reads at
+    every look, without the plan (a lock file of thousands of trials) it read once."""
+    found = [t for job in jobs_in(path) for t, _ in _results(sorted(p for p in job.iterdir() if p.is_dir()), path)]
+    return _numbered(found)
+
+
+def _results(trial_dirs: list[Path], root: Path) -> list[tuple[TrialResult, str]]:
+    return [found for trial in trial_dirs if (found := _finished(trial, root)) is not None]
 
 
 def _locked(job: Path) -> list[tuple[str, str]]:

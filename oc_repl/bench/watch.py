@@ -109,7 +109,7 @@ class Watcher:
         """A Harbor job: its finished trials read again (numbered as they started), its running ones followed by
         the transcript oc-repl's agent writes into each (another agent's show as running, at no turn)."""
         try:
-            results = harbor_jobs.load(self.out)[0]
+            results = harbor_jobs.finished(self.out)
         except BadInput:
             return  # a result.json being written: the next look reads it
         by_key = {(t.task, t.arm, t.attempt): t for t in trials}
