@@ -14,21 +14,25 @@ HIGH run, from the server's arrival times: (request LOW+1 to request HIGH+1) / (
   and uses its bundled cost map (LITELLM_LOCAL_MODEL_COST_MAP) instead of fetching one.
 - oc-repl --no-confine: commands run on the host as mini's do; the like-for-like figure.
 - oc-repl, confined in bubblewrap (the default for local:), where confinement works here.
-- the floor: a process that makes the same requests and, for each call, runs `bash -c true`, with no client logic
-  (one kept-alive HTTP connection, the reply read, nothing parsed or recorded);
-- the kept-shell floor: the same requests, each call's `true` written to one `bash` kept running for the whole run
-  and its end read back (no process started a turn: what a turn costs at least where commands go through a kept
-  process, as a confined sandbox's do).
+- the floor: a process that makes the same requests (the bodies oc-repl sent in a run of its own, replayed byte for
+  byte as its client encodes them: a turn's request is as long as the protocol makes it, for any client) and, for
+  each call, runs `bash -c true`, with no client logic (one kept-alive HTTP connection, the reply read, nothing parsed
+  or recorded);
+- the kept-shell floor: the same requests, each call's command written to one `bash` kept running for the whole run
+  and its end read back. The command is the call as the model was trained with it: `bash -c true`, a fresh process
+  (camel's toolkit ran every call so, and oc-repl does), started by the kept process; a confined sandbox's commands
+  are started by a process kept in it as well.
+- the kept-shell floor of a builtin: the kept shell running `true` itself, no process started. It is shown, with no
+  goal: it is what a turn would cost if the model's commands ran in one shell, which is not what it was trained with
+  (`cd`, variables, `$$` and how errors are worded would carry from one call to the next).
 Both floors ask streamed and unstreamed; oc-repl streamed (its default) and with --no-stream is set against the floors
 of its own kind. With --image, the same in docker: oc-repl on `docker:<container>` (one container made for the
-benchmark from the image) against the kept-shell floor in that container (`docker exec -i` of one `bash`, kept) and
-the docker floor (that kept shell starting `bash -c true` for each call: a fresh process a command, as oc-repl's are).
+benchmark from the image) against the floors in that container (`docker exec -i` of one `bash`, kept, running
+`bash -c true` or the builtin for each call).
 oc-repl's loop detection is off (--loop-limit 0): the same call every turn is the point here. Each side writes its
 record as it does by default (oc-repl its transcript, mini its trajectory).
 Goals: confined, a turn <= 3x the floor, <= 2x the kept-shell floor and >= 1.5x faster than mini-swe-agent; in
-docker, <= 3x the floor and the kept-shell floor in the container. The kept-shell goals ask less than a fresh `bash -c`
-costs alone, and each of the model's commands is one, as in training (README, after `python -m benchmarks`): they
-show the distance.
+docker, <= 3x the kept-shell floor in the container.
 Run: python benchmarks/per_turn.py [--runs 5] [--low 5] [--high 45] [--mini-venv DIR] [--image IMAGE]
 """
 
@@ -46,7 +50,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +103,7 @@ class Where:
     work: Path
     mini: Path
     container: str = ""
+    bodies: dict[tuple[str, bool], Path] = field(default_factory=dict)  # (oc-repl side, streamed): its requests
 
 
 @dataclass(frozen=True)
@@ -109,19 +114,24 @@ class Side:
     argv: Callable[[Where], list[str]]
     stream: bool = True
     floor: bool = False
+    replays: str = ""  # a floor: the oc-repl side whose requests it sends
 
 
-# A floor's whole process: requests until the server's script runs out (its last reply is not a call), for each call
-# a bare `bash -c true`, or a line (argv[3]) written to a shell kept for the run (argv[4:]: how that shell starts) and
-# its end read back. Only the standard library, so its start-up is Python's own.
+# A floor's whole process: the requests of a bodies file (argv[2], one encoded body a line; the last one again when the
+# server's script asks for more) until the server's script runs out (its last reply is not a call), for each call a
+# bare `bash -c true`, or a line (argv[3]) written to a shell kept for the run (argv[4:]: how that shell starts) and its
+# end read back. Only the standard library, so its start-up is Python's own.
 FLOOR_SCRIPT = """
-import http.client, json, subprocess, sys, urllib.parse
-url, stream, line, kept = urllib.parse.urlsplit(sys.argv[1]), sys.argv[2] == "stream", sys.argv[3], sys.argv[4:]
+import http.client, subprocess, sys, urllib.parse
+url, line, kept = urllib.parse.urlsplit(sys.argv[1]), sys.argv[3], sys.argv[4:]
+with open(sys.argv[2], "rb") as f:
+    bodies = f.read().splitlines()
 connection = http.client.HTTPConnection(url.hostname, url.port)
-request = {"model": "m", "messages": [{"role": "user", "content": "run true"}], **({"stream": True} if stream else {})}
-body = json.dumps(request)
 shell = subprocess.Popen(kept, stdin=subprocess.PIPE, stdout=subprocess.PIPE) if kept else None
+turn = 0
 while True:
+    body = bodies[min(turn, len(bodies) - 1)]
+    turn += 1
     connection.request("POST", url.path + "/chat/completions", body, {"Content-Type": "application/json"})
     reply = connection.getresponse().read()
     if b'"tool_calls": [' not in reply:
@@ -133,10 +143,10 @@ while True:
 """
 
 
-def floor(name: str, stream: bool, kept: Callable[[Where], list[str]], line: str = "true") -> Side:
+def floor(name: str, stream: bool, replays: str, kept: Callable[[Where], list[str]], line: str = "true") -> Side:
     way = "streamed" if stream else "unstreamed"
-    argv = lambda at: [sys.executable, "-c", FLOOR_SCRIPT, at.url, way, line, *kept(at)]  # noqa: E731
-    return Side(f"{name}, {way}", OC_CALL, OC_DONE, argv, stream, floor=True)
+    argv = lambda at: [sys.executable, "-c", FLOOR_SCRIPT, at.url, str(at.bodies[replays, stream]), line, *kept(at)]  # noqa: E731
+    return Side(f"{name}, {way}", OC_CALL, OC_DONE, argv, stream, floor=True, replays=replays)
 
 
 def oc_repl(name: str, stream: bool, *options: str, docker: bool = False) -> Side:
@@ -160,32 +170,37 @@ MINI_SIDE = Side(
     "mini-swe-agent 2.4.6", call_text("bash", {"command": "true"}), call_text("bash", {"command": SUBMIT}), mini_argv
 )
 FLOOR = "floor: request + `bash -c true`"
-KEPT_FLOOR = "kept-shell floor: request + `true` in a kept bash"
-DOCKER_FLOOR = "docker kept-shell floor: request + `true` in a kept bash"
-DOCKER_FRESH = "docker floor: request + `bash -c true` from a kept bash"
+KEPT_FLOOR = "kept-shell floor: request + `bash -c true` from a kept bash"
+BUILTIN_FLOOR = "kept-shell floor of a builtin: request + `true` in a kept bash"
+DOCKER_FLOOR = "docker kept-shell floor: request + `bash -c true` from a kept bash"
+DOCKER_BUILTIN = "docker kept-shell floor of a builtin: request + `true` in a kept bash"
 CONFINED = "oc-repl (confined, the default)"
+UNCONFINED = "oc-repl --no-confine"
 DOCKER = "oc-repl docker:<container>"
 
 
 def local_sides(confined: bool) -> list[Side]:
+    """The floors send the requests of the confined side where there is one, else those of the unconfined."""
+    source = CONFINED if confined else UNCONFINED
     sides = [MINI_SIDE]
     for stream in (True, False):
-        sides += [floor(FLOOR, stream, lambda at: []), floor(KEPT_FLOOR, stream, lambda at: ["bash"])]
+        sides += [floor(FLOOR, stream, source, lambda at: [])]
+        sides += [floor(name, stream, source, lambda at: ["bash"], line) for name, line in KEPT_LINES.items()]
         sides += [oc_repl(CONFINED, stream)] if confined else []
-    return [*sides, oc_repl("oc-repl --no-confine", True, "--no-confine")]
+    return [*sides, oc_repl(UNCONFINED, True, "--no-confine")]
+
+
+KEPT_LINES = {KEPT_FLOOR: "bash -c true", BUILTIN_FLOOR: "true"}
+DOCKER_LINES = {DOCKER_FLOOR: "bash -c true", DOCKER_BUILTIN: "true"}
 
 
 def docker_sides() -> list[Side]:
     kept = lambda at: ["docker", "exec", "-i", at.container, "bash"]  # noqa: E731
-    return [
-        side
-        for stream in (True, False)
-        for side in (
-            floor(DOCKER_FLOOR, stream, kept),
-            floor(DOCKER_FRESH, stream, kept, "bash -c true"),
-            oc_repl(DOCKER, stream, docker=True),
-        )
-    ]
+    sides = []
+    for stream in (True, False):
+        sides += [floor(name, stream, DOCKER, kept, line) for name, line in DOCKER_LINES.items()]
+        sides.append(oc_repl(DOCKER, stream, docker=True))
+    return sides
 
 
 def mini_env(home: Path) -> dict[str, str]:
@@ -208,27 +223,53 @@ class Sample:
     wall: float  # seconds, the whole process
     cpu: float  # seconds of CPU, the process and its children (user + sys)
     received: tuple[float, ...]  # when each chat request reached the server (this process's perf_counter)
+    bodies: tuple[dict[str, Any], ...]  # the chat requests' bodies
 
 
-def run_once(side: Side, commands: int, mini: Path, home: Path, container: str) -> Sample:
+Bodies = dict[tuple[str, bool], Path]
+
+
+def run_once(side: Side, commands: int, mini: Path, home: Path, container: str, bodies: Bodies) -> Sample:
     """One whole run of `commands` turns plus the last."""
     work = Path(tempfile.mkdtemp(dir=home))
     env = mini_env(home) if side is MINI_SIDE else isolated_env(home)
     replies = [{"text": side.call}] * commands + [{"text": side.last}]
     with FakeServer({"replies": replies}) as server:
-        argv = side.argv(Where(server.url, work, mini, container))
+        argv = side.argv(Where(server.url, work, mini, container, bodies))
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         proc = subprocess.run(argv, env=env, cwd=work, stdin=subprocess.DEVNULL, capture_output=True, timeout=900)
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        received = tuple(r["received"] for r in server.chat_requests())
-    if proc.returncode != 0 or len(received) != commands + 1:
+        requests = server.chat_requests()
+    if proc.returncode != 0 or len(requests) != commands + 1:
         tail = (proc.stderr or proc.stdout).decode(errors="replace")[-2000:]
-        raise SystemExit(f"{side.name}: exit {proc.returncode}, {len(received)} requests for {commands + 1}:\n{tail}")
+        raise SystemExit(f"{side.name}: exit {proc.returncode}, {len(requests)} requests for {commands + 1}:\n{tail}")
     shutil.rmtree(work, ignore_errors=True)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Sample(wall, cpu, received)
+    return Sample(wall, cpu, tuple(r["received"] for r in requests), tuple(r["body"] for r in requests))
+
+
+def record_requests(sides: list[Side], high: int, mini: Path, home: Path, container: str) -> Bodies:
+    """The requests the floors send: those of a run of `high` commands of each side they replay (that side's warm-up
+    too), written as its client encodes them; the unstreamed ones are the same without the stream's switches."""
+    bodies: Bodies = {}
+    for name in sorted({side.replays for side in sides if side.floor}):
+        source = next(side for side in sides if side.name == name)
+        sample = run_once(source, high, mini, home, container, bodies)
+        for stream in (True, False):
+            path = home / f"requests-{len(bodies)}.jsonl"
+            lines = [
+                json.dumps(body if stream else _unstreamed(body), ensure_ascii=False, separators=(",", ":")).encode()
+                for body in sample.bodies
+            ]
+            path.write_bytes(b"\n".join(lines) + b"\n")
+            bodies[name, stream] = path
+    return bodies
+
+
+def _unstreamed(body: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in body.items() if key not in ("stream", "stream_options")}
 
 
 Samples = dict[str, dict[int, list[Sample]]]
@@ -238,13 +279,14 @@ def measure(sides: list[Side], low: int, high: int, runs: int, mini: Path, conta
     samples: Samples = {s.name: {low: [], high: []} for s in sides}
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
+        bodies = record_requests(sides, high, mini, home, container)
         for side in sides:  # warm-up, not timed: byte-code, the page cache, mini's virtualenv
-            run_once(side, low, mini, home, container)
+            run_once(side, low, mini, home, container, bodies)
         order = [(side, n) for side in sides for n in (low, high)]
         for _ in range(runs):
             random.shuffle(order)  # drift in the machine's load hits every side and size alike
             for side, n in order:
-                samples[side.name][n].append(run_once(side, n, mini, home, container))
+                samples[side.name][n].append(run_once(side, n, mini, home, container, bodies))
     return samples
 
 
@@ -253,13 +295,16 @@ def against(side: Side) -> list[tuple[str, str, float | None]]:
     way = "streamed" if side.stream else "unstreamed"
     if side.name.startswith(DOCKER):
         return [
-            (f"{DOCKER_FRESH}, {way}", "the docker floor, same way", 3.0),
             (f"{DOCKER_FLOOR}, {way}", "the docker kept-shell floor, same way", 3.0),
+            (f"{DOCKER_BUILTIN}, {way}", "the docker kept-shell floor of a builtin, same way", None),
         ]
     confined = side.name.startswith(CONFINED)
     mini = [(MINI_SIDE.name, f"{MINI_SIDE.name}, same way", 1 / 1.5 if confined else None)] if side.stream else []
-    floors = [(f"{FLOOR}, {way}", "the floor, same way", 3.0 if confined else None)]
-    return [*mini, *floors, (f"{KEPT_FLOOR}, {way}", "the kept-shell floor, same way", 2.0 if confined else None)]
+    floors = [
+        (f"{FLOOR}, {way}", "the floor, same way", 3.0 if confined else None),
+        (f"{KEPT_FLOOR}, {way}", "the kept-shell floor, same way", 2.0 if confined else None),
+    ]
+    return [*mini, *floors, (f"{BUILTIN_FLOOR}, {way}", "the kept-shell floor of a builtin, same way", None)]
 
 
 def to_rows(samples: Samples, sides: list[Side], low: int, high: int) -> list[Row]:
