@@ -56,6 +56,9 @@ class Agent:
     _asked: float | None = None  # when the request in flight was sent
     _first: float | None = None  # when its first token came
     _waited: float = 0.0  # the server's share of the time so far: before first tokens, failed attempts, retry waits
+    # Events of the time between two requests (a turn's end, the next one's start and request), emitted once the
+    # request is on its way: writing them then overlaps the server's work instead of delaying the request.
+    _held: list[Any] = field(default_factory=list)
 
     def run(self, task: Task, follow_up: bool = False) -> Outcome:
         outcome = Outcome()
@@ -63,6 +66,7 @@ class Agent:
             (self.protocol.continue_with if follow_up else self.protocol.start)(task, self.sandbox)
             self._loop(outcome)
         except (Exception, KeyboardInterrupt) as exc:  # a bug too: the turns so far and its traceback are recorded
+            self._release()
             if self._asked is not None:  # stopped while the server had the request: its wait so far is the server's
                 self._waited += (self._first or time.monotonic()) - self._asked
             outcome.status = status_of(exc)
@@ -78,11 +82,12 @@ class Agent:
         recent: deque[str] = deque(maxlen=max(4, self.loop_limit))
         for turn in range(1, self.max_turns + 1):
             outcome.turns = self._open_turn = turn
-            self.emit(ev.TurnStarted(turn=turn, max_turns=self.max_turns))
+            self._held.append(ev.TurnStarted(turn=turn, max_turns=self.max_turns))
             reply = self._ask(turn)
             step = self.protocol.step(reply, self.sandbox, self.emit, self.approve)
             self._turn_completed(turn, reply)
             if step.done:
+                self._release()
                 outcome.status, outcome.final_answer = Status.DONE, step.final_answer
                 return
             # a turn that only waits on something still running (polling a background job, an empty wait on a busy
@@ -101,19 +106,27 @@ class Agent:
         request = self.protocol.request()
         options = {**self.sampling, **request.options}
         prepared = self.client.prepare(request.messages, options)
-        self.emit(ev.RequestSent(turn=turn, request={"messages": request.messages, **options}, body=prepared.record()))
+        self._held.append(
+            ev.RequestSent(turn=turn, request={"messages": request.messages, **options}, body=prepared.record())
+        )
         text_id, think_id = ev.new_id(), ev.new_id()
 
         streamed: set[str] = set()
 
         def on_delta(kind: str, text: str) -> None:
+            self._release()
             self._first = self._first or time.monotonic()
             item_id, item_type = (think_id, "reasoning") if kind == "reasoning" else (text_id, "agent_message")
             streamed.add(item_id)
             self.emit(ev.ItemUpdated(item=ev.ItemRef(id=item_id, type=item_type), delta=text))
 
         self._asked, self._first = time.monotonic(), None
-        reply = self.client.complete(request.messages, options, on_delta=on_delta, prepared=prepared)
+        try:
+            reply = self.client.complete(
+                request.messages, options, on_delta=on_delta, prepared=prepared, on_sent=self._release
+            )
+        finally:
+            self._release()
         self._asked = None
         # the attempts that failed and the waits between them, and the wait for the first token (the whole answer
         # when none was streamed: queueing and generation cannot be told apart then, and it counts as the model's)
@@ -127,12 +140,17 @@ class Agent:
             self.emit(ev.ItemCompleted(item=ev.AgentMessage(id=text_id, text=reply.content)))
         return reply
 
+    def _release(self) -> None:
+        held, self._held = self._held, []
+        for event in held:
+            self.emit(event)
+
     def _turn_completed(self, turn: int, reply: Reply) -> None:
         self._open_turn = 0
         usage = reply.usage
         out_tokens = usage.completion_tokens if usage else 0
         gen_time = reply.duration_s - (reply.ttft_s or 0.0)
-        self.emit(
+        self._held.append(
             ev.TurnCompleted(
                 turn=turn,
                 usage=ev.UsageInfo(input_tokens=usage.prompt_tokens if usage else 0, output_tokens=out_tokens),

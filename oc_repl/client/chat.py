@@ -97,6 +97,7 @@ class ChatClient:
         self._streaming = stream
         self._memo: dict[str, str] = {}
         self._http: Any = None
+        self._on_sent: Callable[[], None] | None = None
         self.prompts = prompts  # the completions or generate wire: the client renders the prompt itself
         self.wire = wire_of(prompts.wire) if prompts is not None else wire or CHAT
 
@@ -158,6 +159,23 @@ class ChatClient:
         options: dict[str, Any],
         on_delta: OnDelta | None = None,
         prepared: Prepared | None = None,
+        on_sent: Callable[[], None] | None = None,
+    ) -> Reply:
+        """`on_sent` is called once, as soon as the request is on its way (its body written to a kept connection,
+        or a connection being opened for it) or has failed to go, and at the latest before this returns: the
+        caller's record of the request is written while the server works on it instead of before it is sent."""
+        self._on_sent = on_sent
+        try:
+            return self._complete(messages, options, on_delta, prepared)
+        finally:
+            self._sent()
+
+    def _complete(
+        self,
+        messages: list[dict[str, Any]],
+        options: dict[str, Any],
+        on_delta: OnDelta | None,
+        prepared: Prepared | None,
     ) -> Reply:
         prepared = prepared or self.prepare(messages, options)
         body = self.last_request = prepared.body
@@ -217,7 +235,10 @@ class ChatClient:
         """The response, its status checked and its body still to read (the caller closes it)."""
         headers = {"Content-Type": "application/json"} if body is not None else None
         content = _encode(body) if body is not None else None
-        request = self._http.build_request(method, url, content=content, headers=headers, timeout=timeout)
+        traced = {"trace": self._trace} if self._on_sent is not None else None
+        request = self._http.build_request(
+            method, url, content=content, headers=headers, timeout=timeout, extensions=traced
+        )
         response = self._http.send(request, stream=True)
         if response.is_success:
             return response
@@ -225,6 +246,16 @@ class ChatClient:
             raise _status_error(response, self._httpx)
         finally:
             response.close()
+
+    def _trace(self, name: str, info: dict[str, Any]) -> None:
+        """httpcore's account of the request's progress (its `trace` extension)."""
+        if name in _ON_ITS_WAY:
+            self._sent()
+
+    def _sent(self) -> None:
+        hook, self._on_sent = self._on_sent, None
+        if hook is not None:
+            hook()
 
     def _first_model(self) -> str:
         started = time.monotonic()
@@ -319,6 +350,7 @@ class ChatClient:
                     answer.attempts_s = [round(t, 3) for t in [*attempts, time.monotonic() - begun]]
                     answer.request_s = round(time.monotonic() - started, 3)
                 return answer
+            self._sent()  # what the caller records of the request comes before the failure's account of it
             if not failure.retry:
                 if isinstance(failure.error, ServerRefused) and self.replied:  # settings that worked until now
                     raise ServerError(failure.error.message, hint=failure.error.hint) from cause
@@ -334,6 +366,18 @@ class ChatClient:
         if not isinstance(error, ServerUnreachable):
             error = ServerError(f"{error.message} (gave up after {self.attempts} attempts)", hint=error.hint)
         raise error from cause
+
+
+# httpcore's trace events after which a request is on its way: its body written (HTTP/1.1, HTTP/2), or a connection
+# being opened for it, which can take long (a connection refused, a host that does not answer)
+_ON_ITS_WAY = frozenset(
+    {
+        "http11.send_request_body.complete",
+        "http2.send_request_body.complete",
+        "connection.connect_tcp.started",
+        "connection.connect_unix_socket.started",
+    }
+)
 
 
 def _encode(body: dict[str, Any]) -> bytes:
