@@ -23,7 +23,6 @@ from collections.abc import Callable
 from contextlib import closing
 from typing import Any
 
-from oc_repl.calls import bounded_json
 from oc_repl.client.api_base import check_api_base, unusable
 from oc_repl.client.failures import (
     Failure,
@@ -33,9 +32,8 @@ from oc_repl.client.failures import (
     Reported,
     StatusError,
     classify,
-    retry_after,
     retry_wait,
-    server_message,
+    status_error,
 )
 from oc_repl.client.prompt import Prepared, TextPrompts
 from oc_repl.client.stream import StreamReader, plain_reply, read_json, read_payloads
@@ -48,7 +46,6 @@ OnDelta = Callable[[str, str], None]
 OnRetry = Callable[[str, int], None]
 
 _MODELS_TIMEOUT = 60.0
-_ERROR_BODY, _ERROR_BODY_SECONDS = 64 * 1024, 10.0  # an error body is read no further: its start says what went wrong
 _MEMO_LIMIT = 1024  # history arguments remembered as checked; a long shell session starts over past this
 _STREAMED = {"stream": True, "stream_options": {"include_usage": True}}  # a streamed request's switches
 
@@ -243,7 +240,7 @@ class ChatClient:
         if response.is_success:
             return response
         try:
-            raise _status_error(response, self._httpx)
+            raise status_error(response, self._httpx)
         finally:
             response.close()
 
@@ -370,13 +367,8 @@ class ChatClient:
 
 # httpcore's trace events after which a request is on its way: its body written (HTTP/1.1, HTTP/2), or a connection
 # being opened for it, which can take long (a connection refused, a host that does not answer)
-_ON_ITS_WAY = frozenset(
-    {
-        "http11.send_request_body.complete",
-        "http2.send_request_body.complete",
-        "connection.connect_tcp.started",
-        "connection.connect_unix_socket.started",
-    }
+_ON_ITS_WAY = frozenset({"http11.send_request_body.complete", "http2.send_request_body.complete"}) | frozenset(
+    {"connection.connect_tcp.started", "connection.connect_unix_socket.started"}
 )
 
 
@@ -388,27 +380,6 @@ def _encode(body: dict[str, Any]) -> bytes:
         return text.encode()
     except UnicodeEncodeError:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode()
-
-
-def _status_error(response: Any, httpx: Any) -> StatusError:
-    data, until = b"", time.monotonic() + _ERROR_BODY_SECONDS
-    try:
-        for piece in response.iter_bytes():
-            data += piece
-            if len(data) > _ERROR_BODY or time.monotonic() > until:
-                break
-    except httpx.HTTPError:
-        pass  # what arrived is all there is to quote
-    text = data[:_ERROR_BODY].decode("utf-8", "replace")
-    try:
-        body: Any = bounded_json(text)
-    except ValueError:
-        body = text
-    if isinstance(body, dict) and "error" in body:  # {"error": {...}} (OpenAI, llama.cpp) or {"error": "..."}
-        body = body["error"]
-    headers = response.headers
-    wait = retry_after(headers.get("retry-after"))
-    return StatusError(response.status_code, body, server_message(body, text), wait, headers.get("location", ""))
 
 
 def run_client(settings: Any, files: Any, on_retry: OnRetry | None = None) -> ChatClient:

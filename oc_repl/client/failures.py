@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
+from oc_repl.calls import bounded_json
 from oc_repl.errors import ContextOverflow, ServerError, ServerRefused, ServerUnreachable
 
 START_HINT = (
@@ -25,6 +26,7 @@ START_HINT = (
 # rate-limited for real: a run that sat silent for more than a minute per attempt would look hung, and with the
 # default three retries this cap already bounds the wait to three minutes before the run ends with exit 5.
 RETRY_AFTER_CAP = 60.0
+_ERROR_BODY, _ERROR_BODY_SECONDS = 64 * 1024, 10.0  # an error body is read no further: its start says what went wrong
 
 
 class Incomplete(Exception):
@@ -233,3 +235,25 @@ def context_overflow(body: Any, message: str) -> ContextOverflow | None:
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def status_error(response: Any, httpx: Any) -> StatusError:
+    """A response whose status is not 2xx, with what its body says (read no further than its start)."""
+    data, until = b"", time.monotonic() + _ERROR_BODY_SECONDS
+    try:
+        for piece in response.iter_bytes():
+            data += piece
+            if len(data) > _ERROR_BODY or time.monotonic() > until:
+                break
+    except httpx.HTTPError:
+        pass  # what arrived is all there is to quote
+    text = data[:_ERROR_BODY].decode("utf-8", "replace")
+    try:
+        body: Any = bounded_json(text)
+    except ValueError:
+        body = text
+    if isinstance(body, dict) and "error" in body:  # {"error": {...}} (OpenAI, llama.cpp) or {"error": "..."}
+        body = body["error"]
+    headers = response.headers
+    wait = retry_after(headers.get("retry-after"))
+    return StatusError(response.status_code, body, server_message(body, text), wait, headers.get("location", ""))
