@@ -165,6 +165,16 @@ class Deriver:
                 raise SystemExit("the toolkit did not get where it was led")
             time.sleep(0.01)
 
+    def drain(self, id: str) -> None:
+        """Read a session's output until nothing more has come for a while (its reader lags on a loaded machine)."""
+        deadline, quiet_since = time.monotonic() + 10, time.monotonic()
+        while time.monotonic() - quiet_since < 0.3:
+            if time.monotonic() > deadline:
+                raise SystemExit("the toolkit's session did not go quiet")
+            if not self.tk.shell_view(id).startswith("[No new output]"):
+                quiet_since = time.monotonic()
+            time.sleep(0.05)
+
     def overrun(self, id: str, **behaviour: Any) -> threading.Event:
         """A blocking command that outlives its timeout; setting the returned gate lets it finish."""
         gate = threading.Event()
@@ -214,13 +224,13 @@ class Deriver:
 
         streamer = threading.Thread(target=stream)
         streamer.start()
-        text = tk._collect_output_until_idle(id, idle_duration=0.1, max_wait=0.3)
+        # idle only after a second without a letter: a loaded machine's pauses must not pass for the end of output
+        text = tk._collect_output_until_idle(id, idle_duration=1.0, max_wait=2.0)
         stop.set()
         streamer.join()
         text = marker("output") + text.lstrip("x")
         self.record("collect.still_outputting", text, output=marker("output"))
-        time.sleep(0.2)
-        tk.shell_view(id)  # what is left of the stream
+        self.drain(id)  # what is left of the stream
         output = "  " + marker("output") + "\n"
         process.sendall(output.encode())
         time.sleep(0.3)
