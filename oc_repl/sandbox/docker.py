@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 DEFAULT_WORKDIR = "/workspace"  # camel's docker backend, as trained
 # How long a command killed by SIGKILL waits for the daemon to say whether its container went with it.
-LOSS_SETTLE = 1.0
+LOSS_SETTLE = 10.0
 
 
 class DockerSandbox(Metered, ContainerVerdicts, Sandbox):
@@ -170,17 +170,31 @@ class DockerSandbox(Metered, ContainerVerdicts, Sandbox):
         return SandboxLost(message)
 
     def check_running(self, settle: float = LOSS_SETTLE) -> None:
-        """SandboxLost unless the container runs. The daemon reports a container's end some 40 ms after the end of
-        the commands it killed, so a container still shown running is asked again for `settle` seconds."""
+        """SandboxLost unless the container runs. A container being stopped or removed is still shown running for a
+        while after the commands it killed have ended (some 40 ms on a quiet daemon, seconds on a loaded one), and a
+        command started in it meanwhile fails. So one shown running counts as running once a command runs in it;
+        until then it is asked again, for `settle` seconds at most (a container that runs no command for that long,
+        its process table full, say, still runs: what fails there is the model's)."""
         deadline = time.monotonic() + settle
         while True:
             state = self.call(self.api.inspect_container, self.id).get("State") or {}
             status = state.get("Status") or "gone"
-            if status != "running":  # "removing" comes before Running turns false
+            if status != "running":
                 raise self._lost(f"container {self.name} is {status}: it stopped during the run")
-            if time.monotonic() >= deadline:
+            if self._runs_a_command() or time.monotonic() >= deadline:
                 return
             time.sleep(0.05)
+
+    def _runs_a_command(self) -> bool:
+        try:
+            with self.own_execs.running():
+                exec_id = self.call(self.api.exec_create, self.id, ["sh", "-c", "exit 0"], user="root")["Id"]
+                self.call(self.api.exec_start, exec_id)
+                return self.call(self.api.exec_inspect, exec_id).get("ExitCode") == 0
+        except SandboxLost:
+            raise
+        except SandboxError:  # the daemon could not start it: the container is going, or starved
+            return False
 
     def run_quick(self, script: str, user: str = "root") -> bytes:
         """Run `script` with sh and return its output. As root by default: kills must reach any user's processes."""

@@ -87,6 +87,18 @@ def test_blocking_calls_are_fresh_shells_in_workspace_merged_and_without_status(
     assert text_of(tools, "shell_exec", id="a", command="test -t 1 && echo tty || echo pipe") == "pipe\n"
 
 
+def test_a_command_killed_in_a_running_container_is_known_to_have_ended_without_waiting_the_loss_out(
+    tools: CamelTerminalTools,
+):
+    """A SIGKILLed command may be the container going; a command run in it says it is not, at once, instead of the
+    seconds a stopping container can go on being shown running."""
+    from oc_repl.sandbox.docker import LOSS_SETTLE
+
+    started = time.monotonic()
+    killed = tools.call("shell_exec", {"id": "a", "command": "kill -KILL $$"})
+    assert killed.exit_code == 137 and time.monotonic() - started < LOSS_SETTLE / 2
+
+
 def test_workspace_is_created_in_an_attached_container(docker_client: Any, own_container: Callable[..., Any]):
     from oc_repl.sandbox.docker import DockerSandbox
 
