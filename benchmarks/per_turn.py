@@ -25,7 +25,7 @@ HIGH run, from the server's arrival times: (request LOW+1 to request HIGH+1) / (
 - the kept-shell floor of a builtin: the kept shell running `true` itself, no process started. It is shown, with no
   goal: it is what a turn would cost if the model's commands ran in one shell, which is not what it was trained with
   (`cd`, variables, `$$` and how errors are worded would carry from one call to the next).
-Both floors ask streamed and unstreamed; oc-repl streamed (its default) and with --no-stream is set against the floors
+Every floor asks streamed and unstreamed; oc-repl streamed (its default) and with --no-stream is set against the floors
 of its own kind. With --image, the same in docker: oc-repl on `docker:<container>` (one container made for the
 benchmark from the image) against the floors in that container (`docker exec -i` of one `bash`, kept, running
 `bash -c true` or the builtin for each call).
