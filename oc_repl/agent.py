@@ -121,12 +121,10 @@ class Agent:
             self.emit(ev.ItemUpdated(item=ev.ItemRef(id=item_id, type=item_type), delta=text))
 
         self._asked, self._first = time.monotonic(), None
-        try:
-            reply = self.client.complete(
-                request.messages, options, on_delta=on_delta, prepared=prepared, on_sent=self._release
-            )
-        finally:
-            self._release()
+        # the client calls on_sent once the request is on its way, and at the latest as it returns or raises
+        reply = self.client.complete(
+            request.messages, options, on_delta=on_delta, prepared=prepared, on_sent=self._release
+        )
         self._asked = None
         # the attempts that failed and the waits between them, and the wait for the first token (the whole answer
         # when none was streamed: queueing and generation cannot be told apart then, and it counts as the model's)
