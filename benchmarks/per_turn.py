@@ -58,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.rows import Row, add_option, skip, write  # noqa: E402
 from benchmarks.startup import isolated_env  # noqa: E402
+from oc_repl.client.wire import encode_body  # noqa: E402
 from oc_repl.sandbox import confine  # noqa: E402
 from tests.fakeserver import FakeServer, call_text  # noqa: E402
 
@@ -259,10 +260,7 @@ def record_requests(sides: list[Side], high: int, mini: Path, home: Path, contai
         sample = run_once(source, high, mini, home, container, bodies)
         for stream in (True, False):
             path = home / f"requests-{len(bodies)}.jsonl"
-            lines = [
-                json.dumps(body if stream else _unstreamed(body), ensure_ascii=False, separators=(",", ":")).encode()
-                for body in sample.bodies
-            ]
+            lines = [encode_body(body if stream else _unstreamed(body)) for body in sample.bodies]
             path.write_bytes(b"\n".join(lines) + b"\n")
             bodies[name, stream] = path
     return bodies

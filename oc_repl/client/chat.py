@@ -37,7 +37,7 @@ from oc_repl.client.failures import (
 )
 from oc_repl.client.prompt import Prepared, TextPrompts
 from oc_repl.client.stream import StreamReader, plain_reply, read_json, read_payloads
-from oc_repl.client.wire import normalise_history
+from oc_repl.client.wire import encode_body, normalise_history
 from oc_repl.client.wires import CHAT, Wire, wire_of
 from oc_repl.errors import ServerError, ServerRefused, ServerUnreachable, UsageError
 from oc_repl.types import Reply
@@ -231,7 +231,7 @@ class ChatClient:
     def _open(self, method: str, url: Any, body: dict[str, Any] | None, timeout: Any) -> Any:
         """The response, its status checked and its body still to read (the caller closes it)."""
         headers = {"Content-Type": "application/json"} if body is not None else None
-        content = _encode(body) if body is not None else None
+        content = encode_body(body) if body is not None else None
         traced = {"trace": self._trace} if self._on_sent is not None else None
         request = self._http.build_request(
             method, url, content=content, headers=headers, timeout=timeout, extensions=traced
@@ -370,16 +370,6 @@ class ChatClient:
 _ON_ITS_WAY = frozenset({"http11.send_request_body.complete", "http2.send_request_body.complete"}) | frozenset(
     {"connection.connect_tcp.started", "connection.connect_unix_socket.started"}
 )
-
-
-def _encode(body: dict[str, Any]) -> bytes:
-    """The request as UTF-8 JSON. A lone surrogate (a model can write `\\ud800` in its JSON) has no UTF-8 form:
-    it goes out as U+FFFD, as invalid bytes coming in are read."""
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
-    try:
-        return text.encode()
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode()
 
 
 def run_client(settings: Any, files: Any, on_retry: OnRetry | None = None) -> ChatClient:

@@ -283,3 +283,13 @@ def text_reply(
     if parsed.unknown:
         reply.raw = {"dropped_calls": parsed.unknown}
     return _settled(reply, finish_reason, max_tokens, broken)
+
+
+def encode_body(body: dict[str, Any]) -> bytes:
+    """A request body as it goes on the wire: compact UTF-8 JSON. A lone surrogate (a model can write `\\ud800` in
+    its JSON) has no UTF-8 form: it goes out as U+FFFD, as invalid bytes coming in are read."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode()
