@@ -187,10 +187,7 @@ class DockerSandbox(Metered, ContainerVerdicts, Sandbox):
 
     def _runs_a_command(self) -> bool:
         try:
-            with self.own_execs.running():
-                exec_id = self.call(self.api.exec_create, self.id, ["sh", "-c", "exit 0"], user="root")["Id"]
-                self.call(self.api.exec_start, exec_id)
-                return self.call(self.api.exec_inspect, exec_id).get("ExitCode") == 0
+            return self.run_quick("echo running") == b"running\n"
         except SandboxLost:
             raise
         except SandboxError:  # the daemon could not start it: the container is going, or starved
